@@ -1,0 +1,33 @@
+"""Build coc's one compiled extension: the C engine in native/ plus its Cython binding.
+
+All metadata lives in pyproject.toml; this file only declares what setuptools cannot
+read from there: the extension and the data folders shipped inside the package.
+"""
+from glob import glob
+
+from Cython.Build import cythonize
+from setuptools import Extension, find_packages, setup
+
+engine = Extension(
+    "coc._engine",
+    sources=["coc/_engine.pyx", *sorted(glob("native/src/*.c"))],
+    include_dirs=["native/include", "native/src"],
+    extra_compile_args=["-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-Wextra",
+                        "-Wno-unused-parameter", "-Wno-sign-compare"],
+    libraries=["pthread"],
+)
+
+setup(
+    # topology/ and launcher/ are files users read and edit at the top of the repository;
+    # they are shipped inside the package so `coc-run --topology NAME` finds them after a
+    # plain (non-editable) install.
+    packages=find_packages(include=["coc", "coc.*"]) + ["coc.data.topology", "coc.data.launcher"],
+    package_dir={"coc.data.topology": "topology", "coc.data.launcher": "launcher"},
+    package_data={
+        "coc": ["*.pyx", "*.pxd", "*.pyi", "py.typed"],
+        "coc.data.topology": ["*.yaml"],
+        "coc.data.launcher": ["*", "*/*"],
+    },
+    ext_modules=cythonize([engine], language_level=3,
+                          compiler_directives={"embedsignature": True}),
+)

@@ -1,0 +1,26 @@
+"""Build and run the C unit tests in native/ (plain and sanitized) so CI sees them."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+NATIVE = Path(__file__).resolve().parents[2] / "native"
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None or not NATIVE.is_dir(),
+                                reason="needs make and the native/ source tree")
+
+
+def _make(target, build):
+    env = dict(os.environ, BUILD=build)
+    return subprocess.run(["make", "-C", str(NATIVE), f"BUILD={build}", target],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.mark.parametrize("target,build", [("test", "build"), ("sanitize", "build-san")])
+def test_native_unit_tests(target, build):
+    result = _make(target, build)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert ": ok" in result.stdout
