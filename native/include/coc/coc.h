@@ -51,6 +51,179 @@ int coc_is_coc_error(int rc);
  */
 int coc_selftest(void);
 
+/* ------------------------------------------------------------------------------------------
+ * Engine: one per process. It owns a progress thread (epoll) that moves bytes while the
+ * caller computes; callers post operations and wait or test on requests.
+ *
+ * Endpoints. Every process of a job (rank or gateway daemon) has a 32-bit endpoint id,
+ * unique in the job. The engine knows nothing of ranks, sites or hosts: the caller maps
+ * those onto ids and tells the engine, per destination id, which next hop(s) to use.
+ *
+ * Threads. All functions may be called from any thread unless noted. A request belongs to
+ * the engine that made it and must be freed before the engine is closed or by close itself.
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct coc_engine coc_engine;   /* opaque */
+typedef struct coc_request coc_request; /* opaque */
+
+#define COC_ANY_SOURCE (-1)
+#define COC_ANY_TAG (-1)
+#define COC_MAX_TAG 0x7fffffff
+#define COC_SECRET_MIN 16   /* bytes; a shorter secret is COC_EINVAL */
+#define COC_SECRET_MAX 64
+
+/* Engine flags (coc_engine_config.flags). */
+#define COC_ENGINE_FORWARD 0x1 /* forward frames addressed to other endpoints (gateway) */
+
+typedef struct coc_engine_config {
+    uint32_t self_id;            /* this endpoint's id */
+    const uint8_t *secret;       /* the job's secret; copied; COC_SECRET_MIN..MAX bytes */
+    size_t secret_len;
+    const char *listen_host;     /* IP to listen on ("127.0.0.1", "0.0.0.0"); NULL: no TCP listener */
+    uint16_t port_min, port_max; /* listening port range, inclusive; 0,0: any free port */
+    size_t eager_limit;          /* largest message sent eagerly; 0: engine default */
+    size_t fragment_size;        /* largest frame payload; 0: engine default */
+    size_t forward_window;       /* bytes buffered per forwarded connection; 0: default */
+    uint32_t flags;              /* COC_ENGINE_* */
+} coc_engine_config;
+
+/* Zero a config and fill in defaults (no listener, engine defaults). */
+void coc_engine_config_init(coc_engine_config *cfg);
+
+/*
+ * Create an engine and start its progress thread. On success *out owns the engine; the
+ * caller must coc_engine_close() it. Does not block on the network.
+ */
+int coc_engine_open(const coc_engine_config *cfg, coc_engine **out);
+
+/*
+ * Stop the progress thread, close every connection and free the engine. Pending requests
+ * complete with COC_ECLOSED before it returns; requests not yet freed are freed. Idempotent
+ * on NULL. Must not be called from two threads at once. Blocks until the thread joined.
+ */
+int coc_engine_close(coc_engine *e);
+
+/*
+ * Write the engine's contact addresses as one NUL-terminated string into buf (space
+ * separated, e.g. "tcp://127.0.0.1:40123 unix:@coc-3f2a-7"). The caller hands it to peers
+ * via coc_engine_add_peer(). Returns the string length, or -ENOSPC if buf is too small.
+ */
+int coc_engine_address(coc_engine *e, char *buf, size_t len);
+
+/*
+ * Tell the engine how to reach endpoint `id` (an address string from that endpoint's
+ * coc_engine_address()). Replaces an earlier entry. The engine connects only when traffic
+ * needs it, and only to ids that appear as a next hop in the route table.
+ */
+int coc_engine_add_peer(coc_engine *e, uint32_t id, const char *address);
+
+/*
+ * Set the route to endpoint `dest`: n next hops with relative weights (n >= 1). A hop equal
+ * to `dest` means "directly". Several hops share load in proportion to their weights while
+ * keeping every (source, destination, context) stream in order. Replaces an earlier route.
+ * Sending to an id with no route fails with COC_ENOROUTE: the engine never connects to a
+ * host the route table does not name (reachability enforcement).
+ */
+int coc_engine_set_route(coc_engine *e, uint32_t dest, const uint32_t *hops,
+                         const uint32_t *weights, size_t n);
+
+/*
+ * Emulate latency in user space: delay every frame sent to peer `id` by delay_ns (0 turns
+ * it off). For testbeds on kernels without netem; not meant for production use.
+ */
+int coc_engine_set_peer_delay(coc_engine *e, uint32_t id, uint64_t delay_ns);
+
+/*
+ * A file descriptor that becomes readable when a request completes (or a peer is lost), for
+ * asyncio's add_reader. Owned by the engine. Call coc_engine_drain_fd() when it fires, then
+ * test the requests you are waiting for.
+ */
+int coc_engine_fd(coc_engine *e);
+int coc_engine_drain_fd(coc_engine *e);
+
+/* ---- point to point ---------------------------------------------------------------------- */
+
+typedef struct coc_status {
+    int32_t source;   /* sending endpoint id */
+    int32_t tag;
+    uint32_t context;
+    uint64_t count;   /* bytes of the message (the full incoming size, also on truncation) */
+    int error;        /* 0, COC_ETRUNC, COC_EPEERLOST, COC_ECLOSED, COC_ECANCELED, COC_EPROTO */
+} coc_status;
+
+/*
+ * Start sending len bytes of buf to endpoint dest. buf must stay valid and unchanged until
+ * the request completes (small messages may be copied at once; large ones are read in
+ * place). *out must be freed with coc_request_free() after completion.
+ */
+int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const void *buf,
+              size_t len, coc_request **out);
+
+/*
+ * Post a receive for a message matching (source or COC_ANY_SOURCE, context, tag or
+ * COC_ANY_TAG) into buf of capacity cap. Matching follows MPI: posted receives are matched
+ * in posting order; messages from one source in one context are matched in sending order.
+ * A larger message completes the request with status.error = COC_ETRUNC and status.count =
+ * its full size (the first cap bytes are delivered).
+ */
+int coc_irecv(coc_engine *e, int32_t source, uint32_t context, int32_t tag, void *buf,
+              size_t cap, coc_request **out);
+
+/*
+ * Wait until r completes or timeout_ns passes (negative: no limit). Returns 0 and fills
+ * *st (if not NULL) when complete, COC_ETIMEDOUT when not complete yet (r stays valid).
+ * Spins briefly, then sleeps. Releases no locks the caller holds; safe without the GIL.
+ * The operation's own error (truncation, lost peer, ...) is in st->error, not the return.
+ */
+int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st);
+
+/* 1 and *st filled if r completed, 0 if not yet. Never blocks. */
+int coc_test(coc_request *r, coc_status *st);
+
+/*
+ * Cancel a receive that has not matched yet (completes with COC_ECANCELED) and return 0;
+ * return COC_EINVAL when it already matched or is a send (which then completes normally).
+ */
+int coc_cancel(coc_request *r);
+
+/* Free a completed or cancelled request. Freeing a pending request cancels it first and
+ * is an error (COC_EINVAL) for a send still in flight. */
+int coc_request_free(coc_request *r);
+
+/*
+ * Check for a matching message that has arrived (or been announced, for rendezvous) and not
+ * been received. Returns 1 and fills *st with its source, tag and full size, or 0.
+ */
+int coc_iprobe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st);
+
+/* Like coc_iprobe but waits up to timeout_ns (negative: no limit); COC_ETIMEDOUT if none. */
+int coc_probe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, int64_t timeout_ns,
+              coc_status *st);
+
+/* ---- observation ------------------------------------------------------------------------- */
+
+typedef struct coc_stats {
+    uint64_t frames_sent, frames_received, frames_forwarded;
+    uint64_t bytes_sent, bytes_received, bytes_forwarded;
+    uint64_t connections_open;      /* now */
+    uint64_t auth_failures;         /* peers dropped for failing the handshake */
+    uint64_t protocol_errors;       /* peers dropped for malformed frames */
+    uint64_t peers_lost;
+    uint64_t unexpected_messages;   /* now queued */
+    uint64_t unexpected_bytes;      /* now buffered for eager unexpected messages */
+    uint64_t forward_bytes_buffered;      /* now, all forwarded connections together */
+    uint64_t forward_bytes_buffered_max;  /* high-water mark since open */
+} coc_stats;
+
+int coc_engine_stats(coc_engine *e, coc_stats *st);
+
+/*
+ * Copy the engine's recent log lines (peer dropped, authentication failed, protocol error,
+ * ...) into buf, oldest first, one per line, and forget them. The engine never prints;
+ * the caller decides where these go. Returns the number of bytes written.
+ */
+int coc_engine_take_log(coc_engine *e, char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif
