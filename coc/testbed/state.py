@@ -1,0 +1,69 @@
+"""Record what a testbed made, so ``down`` can remove it from another process or after a crash.
+
+The state of testbed ``NAME`` is ``/run/coc-testbed/NAME.json``: the plan (namespaces,
+bridges, veths, addresses, routes), the qdisc kinds the kernel offered, the phase
+(``building`` while ``up`` runs, ``up`` once done) and how long building took. It is written
+*before* anything is created, so a crash mid-way still leaves a record. ``/run`` is a tmpfs:
+state vanishes at reboot, exactly like the namespaces it describes.
+"""
+
+import contextlib
+import fcntl
+import json
+import os
+from pathlib import Path
+
+from coc.testbed.errors import TestbedError
+from coc.testbed.names import check_name
+
+__all__ = ["STATE_DIR", "path", "save", "load", "remove", "recorded", "lock"]
+
+STATE_DIR = Path("/run/coc-testbed")
+
+
+def path(name):
+    """Return the state file of testbed ``name``."""
+    return STATE_DIR / f"{check_name(name)}.json"
+
+
+def save(state):
+    """Write ``state`` (a dict with a ``name``) atomically."""
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    target = path(state["name"])
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1))
+    os.replace(tmp, target)
+
+
+def load(name):
+    """Return the recorded state of testbed ``name``, or None if there is none."""
+    try:
+        return json.loads(path(name).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise TestbedError(f"cannot read the state of testbed {name!r} ({path(name)}): {exc}; "
+                           f"`coc testbed down --name {name}` still removes its namespaces") \
+            from exc
+
+
+def remove(name):
+    """Forget the state of testbed ``name`` (no error if there is none)."""
+    with contextlib.suppress(FileNotFoundError):
+        path(name).unlink()
+
+
+def recorded():
+    """Return the names of all recorded testbeds, sorted."""
+    if not STATE_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in STATE_DIR.glob("*.json"))
+
+
+@contextlib.contextmanager
+def lock(name):
+    """Hold an exclusive lock on testbed ``name`` so two ``up``/``down`` never interleave."""
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(STATE_DIR / f"{check_name(name)}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
