@@ -1,0 +1,182 @@
+"""Expand and compress Slurm-style host lists such as ``node[01-16,20]``."""
+
+import itertools
+import re
+
+from coc.errors import TopologyError
+
+__all__ = ["HostlistError", "expand", "compress", "natural_key"]
+
+
+class HostlistError(TopologyError):
+    """A host list expression is malformed (names the expression and the fault)."""
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name):
+    """Return a sort key that orders ``n2`` before ``n10``.
+
+    Examples
+    --------
+    >>> sorted(["n10", "n2", "gw"], key=natural_key)
+    ['gw', 'n2', 'n10']
+    """
+    return tuple((0, int(part), part) if part.isdigit() else (1, 0, part)
+                 for part in _DIGITS.split(name) if part) or ((1, 0, ""),)
+
+
+def _split_top(expression):
+    """Split ``expression`` at the commas that are outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(expression):
+        if char == "[":
+            depth += 1
+            if depth > 1:
+                raise HostlistError(f"host list {expression!r}: nested '['")
+        elif char == "]":
+            depth -= 1
+            if depth < 0:
+                raise HostlistError(f"host list {expression!r}: ']' without '['")
+        elif char == "," and depth == 0:
+            parts.append(expression[start:i])
+            start = i + 1
+    if depth:
+        raise HostlistError(f"host list {expression!r}: '[' without ']'")
+    parts.append(expression[start:])
+    return parts
+
+
+def _range(expression, spec):
+    """Return the names one bracket ``spec`` (``01-16,20``) stands for, in order."""
+    names = []
+    for item in spec.split(","):
+        low, dash, high = item.strip().partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise HostlistError(f"host list {expression!r}: bad range {item!r} in [{spec}]: "
+                                f"expected numbers like [1-4,7] or [01-16]")
+        high = high if dash else low
+        if int(high) < int(low):
+            raise HostlistError(f"host list {expression!r}: range {item!r} runs backwards")
+        width = len(low) if low.startswith("0") and len(low) > 1 else 0
+        names.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
+    return names
+
+
+def expand(expression):
+    """Return the host names a host list expression stands for, in the order written.
+
+    Parameters
+    ----------
+    expression : str
+        Names separated by commas; each may hold bracketed ranges ``[1-4,7]`` (zero padding
+        of the first number is kept: ``[01-16]``). Several brackets give every combination:
+        ``rack[1-2]-n[1-3]``.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    HostlistError
+        On unbalanced brackets, a range that is not numeric or runs backwards, an empty name,
+        or a name listed twice.
+
+    Examples
+    --------
+    >>> expand("node[01-03,10]")
+    ['node01', 'node02', 'node03', 'node10']
+    >>> expand("rack[1-2]-n[1-2],gw")
+    ['rack1-n1', 'rack1-n2', 'rack2-n1', 'rack2-n2', 'gw']
+    >>> expand("n[3-1]")
+    Traceback (most recent call last):
+    ...
+    coc.topology.hostlist.HostlistError: host list 'n[3-1]': range '3-1' runs backwards
+    """
+    if not isinstance(expression, str) or not expression.strip():
+        raise HostlistError(f"host list {expression!r}: expected a name like node[01-16,20]")
+    names = []
+    for part in _split_top(expression):
+        part = part.strip()
+        pieces = re.split(r"\[([^\]]*)\]", part)
+        if not part or any(c in part for c in " \t"):
+            raise HostlistError(f"host list {expression!r}: empty name or blank inside a name")
+        choices = [[piece] if i % 2 == 0 else _range(expression, piece)
+                   for i, piece in enumerate(pieces)]
+        names.extend("".join(combo) for combo in itertools.product(*choices))
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise HostlistError(f"host list {expression!r}: name {name!r} listed twice")
+        seen.add(name)
+    return names
+
+
+def _runs(numbers):
+    """Group sorted integers into (first, last) runs of consecutive values."""
+    runs = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return runs
+
+
+def compress(names):
+    """Return a short host list expression for ``names`` (the inverse of :func:`expand`).
+
+    Names that differ only in their last number are merged into one bracketed range;
+    zero-padded numbers keep their width. The result lists groups in natural order.
+
+    Parameters
+    ----------
+    names : iterable of str
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> compress(["a1", "a2", "a3", "a4", "a-gw"])
+    'a-gw,a[1-4]'
+    >>> compress(["node01", "node02", "node03", "node10", "node11"])
+    'node[01-03,10-11]'
+    >>> sorted(expand(compress(["n9", "n10", "n12"])), key=natural_key)
+    ['n9', 'n10', 'n12']
+    """
+    groups = {}
+    for name in set(names):
+        match = re.match(r"^(.*?)(\d+)(\D*)$", name)
+        if match is None:
+            groups.setdefault((name, None, ""), [])
+            continue
+        prefix, digits, suffix = match.groups()
+        groups.setdefault((prefix, "digits", suffix), []).append(digits)
+    parts = []
+    for (prefix, kind, suffix), numbers in groups.items():
+        if kind is None:
+            parts.append(prefix)
+            continue
+        width = max((len(d) for d in numbers if d.startswith("0") and len(d) > 1), default=0)
+        by_width = {width: [], 0: []}
+        for digits in numbers:
+            if width and len(digits) == width:
+                by_width[width].append(int(digits))
+            elif str(int(digits)) == digits:
+                by_width[0].append(int(digits))
+            else:  # padded to another width than the group's: keep it as written
+                parts.append(f"{prefix}{digits}{suffix}")
+        for group_width, members in by_width.items():
+            if len(members) == 1:
+                parts.append(f"{prefix}{str(members[0]).zfill(group_width)}{suffix}")
+            elif members:
+                spec = ",".join(
+                    str(lo).zfill(group_width) if lo == hi
+                    else f"{str(lo).zfill(group_width)}-{str(hi).zfill(group_width)}"
+                    for lo, hi in _runs(sorted(members)))
+                parts.append(f"{prefix}[{spec}]{suffix}")
+    return ",".join(sorted(parts, key=natural_key))

@@ -1,0 +1,563 @@
+"""The topology model: a networkx graph of hosts and networks built from YAML or a dict."""
+
+import difflib
+import importlib.resources
+import ipaddress
+from pathlib import Path
+
+import networkx as nx
+
+from coc.errors import TopologyError
+from coc.topology.hostlist import HostlistError, expand, natural_key
+from coc.topology.units import format_bandwidth, format_time, parse_bandwidth, parse_time
+from coc.topology.yamlfile import line_of, read_yaml
+
+__all__ = ["Topology", "load", "loads", "from_dict", "to_dict", "sites", "hosts", "networks",
+           "placement_slots", "library_names", "library_path",
+           "TECHNOLOGIES", "ROLES", "SCOPES", "SPAWNERS", "DEFAULT_FORWARD_COST"]
+
+TECHNOLOGIES = ("loopback", "shm", "ethernet", "fast-ethernet", "gigabit-ethernet",
+                "infiniband", "myrinet", "sci", "wan")
+ROLES = ("compute", "gateway", "frontend")
+SCOPES = ("private", "public")
+SPAWNERS = ("local", "ssh", "slurm", "pbs", "mpiexec", "netns")
+DEFAULT_FORWARD_COST = 10e-6  # seconds a gateway adds to each message it forwards
+
+_ROLE_ALIASES = {"login": "frontend"}
+_KEYS = {
+    "top level": ("name", "description", "defaults", "networks", "sites", "links"),
+    "defaults": ("forward_cost",),
+    "network": ("technology", "latency", "bandwidth", "scope", "subnet"),
+    "site": ("spawner", "login", "hosts"),
+    "host": ("name", "slots", "role", "dedicated", "hostname", "forward_cost", "interfaces"),
+    "interface": ("network", "name", "address"),
+    "link": ("between", "latency", "bandwidth"),
+}
+
+
+class Topology(nx.Graph):
+    """A cluster of clusters: plain :class:`networkx.Graph` plus rich display in Jupyter.
+
+    Nodes are hosts (``kind="host"``) and networks (``kind="network"``); edges are
+    interfaces (host--network) and links (network--network). See ``docs/topology.md``.
+
+    Examples
+    --------
+    >>> G = loads('''
+    ... networks: {lan: {latency: 20us, bandwidth: 10Gbit/s}}
+    ... sites: {a: {hosts: [{name: "a[1-2]", interfaces: [lan]}]}}
+    ... ''')
+    >>> print(G)
+    Topology 'topology': 1 site, 2 hosts, 1 network
+    """
+
+    def __str__(self):
+        counts = [(len(sites(self)), "site"), (len(hosts(self)), "host"),
+                  (len(networks(self)), "network")]
+        return (f"Topology {self.graph.get('name')!r}: "
+                + ", ".join(f"{n} {word}{'' if n == 1 else 's'}" for n, word in counts))
+
+    def _repr_svg_(self):
+        return _svg(self)
+
+    def show_route(self, src, dst, size=0):
+        """Return the route from ``src`` to ``dst``, shown highlighted on the drawing in Jupyter.
+
+        Examples
+        --------
+        >>> G = load("two-sites")
+        >>> print(G.show_route("a1", "b1"))  # doctest: +NORMALIZE_WHITESPACE
+        a1 -> a-gw over a-lan 20us
+        a-gw -> b-gw over wan 1.01ms
+        b-gw -> b1 over b-lan 30us
+        total 1.06ms for 0B
+        """
+        from coc.topology.routing import route
+
+        return RouteView(self, route(self, src, dst, size))
+
+
+class RouteView:
+    """A route together with its topology, drawn with the route highlighted in Jupyter."""
+
+    def __init__(self, graph, route):
+        self.graph, self.route = graph, route
+
+    def __str__(self):
+        return str(self.route)
+
+    def __repr__(self):
+        return f"<RouteView {self.route.hosts[0]} -> {self.route.hosts[-1]}>"
+
+    def _repr_svg_(self):
+        return _svg(self.graph, route=self.route)
+
+
+def _svg(graph, route=None):
+    """Return the SVG drawing of ``graph``, or None when drawing is not available."""
+    try:
+        from coc.topology.draw import to_svg
+
+        return to_svg(graph, route=route)
+    except ImportError:  # matplotlib (an optional dependency) or the drawing module missing
+        return None
+
+
+def _error(message, data=None, key=None, *, file=None, name=None):
+    """Return a TopologyError placed at ``key`` of the mapping ``data`` (when it has lines)."""
+    return TopologyError(message, file=file, line=line_of(data, key) if data is not None
+                         else None, name=name)
+
+
+def _check_keys(data, kind, where, file):
+    """Raise if the mapping ``data`` has a key that ``kind`` does not allow (a typo)."""
+    if not isinstance(data, dict):
+        raise _error(f"{where}: expected a mapping of keys, not {type(data).__name__}",
+                     file=file)
+    allowed = _KEYS[kind]
+    for key in data:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise _error(f"{where}: unknown key {key!r}{hint}; allowed: "
+                         f"{', '.join(sorted(allowed))}", data, key, file=file)
+
+
+def _quantity(parse, data, key, where, file, default=None):
+    """Parse ``data[key]`` with ``parse`` (a units function), naming the place on error."""
+    if key not in data:
+        if default is None:
+            raise _error(f"{where}: missing {key!r}", data, file=file)
+        return default
+    try:
+        return parse(data[key])
+    except TopologyError as exc:
+        raise _error(f"{where}: {key} {exc.message}", data, key, file=file) from None
+
+
+def _expand(expression, data, key, where, file):
+    """Expand a host list, re-raising its error with file and line."""
+    try:
+        return expand(expression)
+    except HostlistError as exc:
+        raise HostlistError(f"{where}: {exc.message}", file=file,
+                            line=line_of(data, key)) from None
+
+
+def _address(text, data, key, where, file):
+    """Return ``text`` as an ip address, or raise naming the place."""
+    try:
+        return ipaddress.ip_address(str(text))
+    except ValueError:
+        raise _error(f"{where}: {text!r} is not an IP address", data, key, file=file) from None
+
+
+def _add_networks(G, data, file):
+    networks_data = data.get("networks")
+    if not isinstance(networks_data, dict) or not networks_data:
+        raise _error("'networks' must be a mapping of network names to networks", data,
+                     "networks", file=file)
+    for name, net in networks_data.items():
+        where = f"network {name!r}"
+        _check_keys(net, "network", where, file)
+        subnet = net.get("subnet")
+        if subnet is not None:
+            try:
+                subnet = str(ipaddress.ip_network(str(subnet)))
+            except ValueError as exc:
+                raise _error(f"{where}: bad subnet {subnet!r}: {exc}", net, "subnet",
+                             file=file) from None
+        G.add_node(str(name), kind="network", technology=net.get("technology", "ethernet"),
+                   latency=_quantity(parse_time, net, "latency", where, file),
+                   bandwidth=_quantity(parse_bandwidth, net, "bandwidth", where, file),
+                   scope=net.get("scope", "private"), subnet=subnet, site=None,
+                   line=line_of(networks_data, name))
+
+
+def _interfaces(G, entry, names, where, file):
+    """Yield (network, interface name, first address or None) for one host entry."""
+    items = entry.get("interfaces", [])
+    if not isinstance(items, list):
+        raise _error(f"{where}: 'interfaces' must be a list", entry, "interfaces", file=file)
+    seen_networks, seen_names = set(), set()
+    for i, item in enumerate(items):
+        if isinstance(item, dict):
+            _check_keys(item, "interface", f"{where}: interface {i}", file)
+            network, ifname, address = item.get("network"), item.get("name"), item.get("address")
+        else:
+            network, ifname, address = item, None, None
+        ifname = f"eth{i}" if ifname is None else str(ifname)
+        if network not in G or G.nodes[network]["kind"] != "network":
+            raise _error(f"{where}: unknown network {network!r}", entry, "interfaces",
+                         file=file, name=names[0])
+        if network in seen_networks:
+            raise _error(f"{where}: two interfaces on network {network!r}", entry,
+                         "interfaces", file=file, name=names[0])
+        if ifname in seen_names:
+            raise _error(f"{where}: interface name {ifname!r} used twice", entry,
+                         "interfaces", file=file, name=names[0])
+        seen_networks.add(network)
+        seen_names.add(ifname)
+        if address is not None:
+            address = _address(address, entry, "interfaces", where, file)
+        yield network, ifname, address
+
+
+def _add_hosts(G, data, default_forward_cost, file):
+    sites_data = data.get("sites")
+    if not isinstance(sites_data, dict) or not sites_data:
+        raise _error("'sites' must be a mapping of site names to sites", data, "sites",
+                     file=file)
+    for site, site_data in sites_data.items():
+        site = str(site)
+        _check_keys(site_data, "site", f"site {site!r}", file)
+        G.graph["sites"][site] = {key: site_data.get(key) for key in ("spawner", "login")}
+        entries = site_data.get("hosts")
+        if not isinstance(entries, list) or not entries:
+            raise _error(f"site {site!r}: 'hosts' must be a non-empty list", site_data,
+                         "hosts", file=file, name=site)
+        for entry in entries:
+            _add_host_entry(G, site, entry, default_forward_cost, file)
+
+
+def _add_host_entry(G, site, entry, default_forward_cost, file):
+    """Add the host(s) of one entry in a site's ``hosts`` list."""
+    _check_keys(entry, "host", f"site {site!r}: host entry", file)
+    if "name" not in entry:
+        raise _error(f"site {site!r}: host entry without 'name'", entry, file=file)
+    where = f"host {entry['name']!r}"
+    names = _expand(entry["name"], entry, "name", where, file)
+    hostnames = names
+    if entry.get("hostname") is not None:
+        hostnames = _expand(entry["hostname"], entry, "hostname", where, file)
+        if len(hostnames) != len(names):
+            raise _error(f"{where}: {len(names)} hosts but {len(hostnames)} hostnames",
+                         entry, "hostname", file=file)
+    role = entry.get("role", "compute")
+    role = _ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
+    forward_cost = _quantity(parse_time, entry, "forward_cost", where, file,
+                             default=default_forward_cost)
+    interfaces = list(_interfaces(G, entry, names, where, file))
+    line = line_of(entry)
+    for i, (name, hostname) in enumerate(zip(names, hostnames)):
+        if name in G:
+            other = G.nodes[name]
+            what = "host" if other["kind"] == "host" else "network"
+            raise _error(f"host {name!r}: name already used by a {what} (line "
+                         f"{other['line']})", entry, "name", file=file, name=name)
+        G.add_node(name, kind="host", site=site, slots=entry.get("slots", 1), role=role,
+                   dedicated=entry.get("dedicated", False), hostname=str(hostname),
+                   forward_cost=forward_cost, line=line)
+        for network, ifname, address in interfaces:
+            G.add_edge(name, network, kind="interface", name=ifname,
+                       address=None if address is None else str(address + i))
+
+
+def _add_links(G, data, file):
+    items = data.get("links", [])
+    if not isinstance(items, list):
+        raise _error("'links' must be a list", data, "links", file=file)
+    for item in items:
+        _check_keys(item, "link", "link", file)
+        between = item.get("between")
+        if (not isinstance(between, list) or len(between) != 2
+                or between[0] == between[1]):
+            raise _error(f"link: 'between' must name two different networks, not {between!r}",
+                         item, "between", file=file)
+        where = f"link {between[0]}--{between[1]}"
+        for network in between:
+            if network not in G or G.nodes[network]["kind"] != "network":
+                raise _error(f"{where}: unknown network {network!r}", item, "between",
+                             file=file, name=network)
+        if G.has_edge(*between):
+            raise _error(f"{where}: the two networks are already linked", item, "between",
+                         file=file)
+        G.add_edge(*between, kind="link",
+                   latency=_quantity(parse_time, item, "latency", where, file),
+                   bandwidth=_quantity(parse_bandwidth, item, "bandwidth", where, file),
+                   line=line_of(item))
+
+
+def _assign_addresses(G, file):
+    """Give each interface without an address the next free address of its network's subnet."""
+    for network, attrs in G.nodes(data=True):
+        if attrs["kind"] != "network" or attrs["subnet"] is None:
+            continue
+        edges = [(host, d) for _, host, d in G.edges(network, data=True)
+                 if d["kind"] == "interface"]
+        used = {d["address"] for _, d in edges if d["address"] is not None}
+        free = (str(a) for a in ipaddress.ip_network(attrs["subnet"]).hosts()
+                if str(a) not in used)
+        for host, d in edges:
+            if d["address"] is None:
+                d["address"] = next(free, None)
+                if d["address"] is None:
+                    raise TopologyError(f"network {network!r}: subnet {attrs['subnet']} has "
+                                        f"no free address left for host {host!r}",
+                                        file=file, line=attrs["line"], name=network)
+
+
+def from_dict(data, *, file=None, check=True):
+    """Build a :class:`Topology` from the parsed contents of a topology file.
+
+    Parameters
+    ----------
+    data : dict
+        The file's contents (see ``docs/topology.md``). Mappings produced by
+        :func:`coc.topology.yamlfile.read_yaml` carry line numbers, which errors then name.
+    file : str, optional
+        The file ``data`` came from, named in errors and kept as ``G.graph["file"]``.
+    check : bool, default True
+        Run :func:`coc.topology.validate` on the result (warnings are issued).
+
+    Returns
+    -------
+    Topology
+
+    Raises
+    ------
+    TopologyError
+        On the first mistake, naming file, line and the host, network or site concerned.
+
+    Examples
+    --------
+    >>> G = from_dict({
+    ...     "networks": {"lan": {"latency": "20us", "bandwidth": "10Gbit/s",
+    ...                          "subnet": "10.0.0.0/24"}},
+    ...     "sites": {"a": {"hosts": [{"name": "n[1-2]", "slots": 4, "interfaces": ["lan"]}]}},
+    ... })
+    >>> G.nodes["n2"]["slots"], G.edges["n2", "lan"]["address"]
+    (4, '10.0.0.2')
+    >>> from_dict({"networks": {}, "sites": {}, "netwroks": {}})
+    Traceback (most recent call last):
+    ...
+    coc.errors.TopologyError: top level: unknown key 'netwroks' (did you mean 'networks'?); allowed: defaults, description, links, name, networks, sites
+    """
+    _check_keys(data, "top level", "top level", file)
+    defaults = data.get("defaults") or {}
+    _check_keys(defaults, "defaults", "defaults", file)
+    forward_cost = _quantity(parse_time, defaults, "forward_cost", "defaults", file,
+                             default=DEFAULT_FORWARD_COST)
+    G = Topology(name=str(data.get("name") or (Path(file).stem if file else "topology")),
+                 description=data.get("description"), file=None if file is None else str(file),
+                 forward_cost=forward_cost, sites={})
+    _add_networks(G, data, file)
+    _add_hosts(G, data, forward_cost, file)
+    _add_links(G, data, file)
+    for network in networks(G):
+        attached = {G.nodes[h]["site"] for h in G[network] if G.nodes[h]["kind"] == "host"}
+        G.nodes[network]["site"] = attached.pop() if len(attached) == 1 else None
+    _assign_addresses(G, file)
+    if check:
+        from coc.topology.validate import validate
+
+        validate(G)
+    return G
+
+
+def loads(text, *, file=None, check=True):
+    """Build a :class:`Topology` from YAML text; errors name ``file`` and the line.
+
+    Examples
+    --------
+    >>> loads("networks: {lan: {latency: 20us, bandwidth: 1Gbit/s}}\\n"
+    ...       "sites: {a: {hosts: [{name: h1, interfaces: [lan-x]}]}}\\n", file="t.yaml")
+    Traceback (most recent call last):
+    ...
+    coc.errors.TopologyError: t.yaml:2: host 'h1': unknown network 'lan-x'
+    """
+    data = read_yaml(text, file=file)
+    if not isinstance(data, dict):
+        raise TopologyError("expected a mapping with 'networks' and 'sites' at the top",
+                            file=file, line=1)
+    return from_dict(data, file=file, check=check)
+
+
+def _library_dirs():
+    """Yield the folders that hold the topology library (installed package, then repository)."""
+    try:
+        yield importlib.resources.files("coc.data.topology")
+    except ModuleNotFoundError:
+        pass
+    repository = Path(__file__).resolve().parents[2] / "topology"
+    if repository.is_dir():
+        yield repository
+
+
+def library_names():
+    """Return the names of the topologies in coc's library, sorted.
+
+    Examples
+    --------
+    >>> "two-sites" in library_names()
+    True
+    """
+    return sorted({entry.name[:-5] for folder in _library_dirs() for entry in folder.iterdir()
+                   if entry.name.endswith(".yaml")}, key=natural_key)
+
+
+def library_path(name):
+    """Return the path of the library topology ``name`` (e.g. ``"two-sites"``).
+
+    Raises
+    ------
+    TopologyError
+        If the library has no such topology (the message lists those it has).
+
+    Examples
+    --------
+    >>> library_path("two-sites").name
+    'two-sites.yaml'
+    """
+    for folder in _library_dirs():
+        candidate = folder / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    raise TopologyError(f"no topology file or library topology named {name!r}; the library "
+                        f"has: {', '.join(library_names()) or 'nothing'}", name=name)
+
+
+def load(source, *, check=True):
+    """Read a topology file, or a topology of the library by name, into a :class:`Topology`.
+
+    Parameters
+    ----------
+    source : str or path
+        A path to a YAML file, or the name of a library topology such as ``"two-sites"``.
+    check : bool, default True
+        Validate the result (see :func:`coc.topology.validate`).
+
+    Returns
+    -------
+    Topology
+
+    Raises
+    ------
+    TopologyError
+        If the file cannot be read or is invalid; the message names file and line.
+
+    Examples
+    --------
+    >>> G = load("two-sites")
+    >>> sites(G), placement_slots(G)["a1"]
+    (['a', 'b'], 2)
+    """
+    path = Path(source)
+    if not (path.suffix in (".yaml", ".yml") or path.is_file() or len(path.parts) > 1):
+        path = library_path(str(source))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TopologyError(f"cannot read the topology: {exc.strerror}", file=path) from None
+    return loads(text, file=str(path), check=check)
+
+
+def _ordered(nodes):
+    return sorted(nodes, key=natural_key)
+
+
+def sites(G):
+    """Return the site names of ``G`` in sorted order.
+
+    Examples
+    --------
+    >>> sites(load("two-sites"))
+    ['a', 'b']
+    """
+    return _ordered({d["site"] for _, d in G.nodes(data=True) if d["kind"] == "host"})
+
+
+def hosts(G, site=None, role=None):
+    """Return the host names of ``G`` in natural order, optionally of one site or role.
+
+    Examples
+    --------
+    >>> hosts(load("two-sites"), site="a")
+    ['a1', 'a2', 'a3', 'a4', 'a-gw']
+    >>> hosts(load("two-sites"), role="gateway")
+    ['a-gw', 'b-gw']
+    """
+    return _ordered(n for n, d in G.nodes(data=True) if d["kind"] == "host"
+                    and (site is None or d["site"] == site)
+                    and (role is None or d["role"] == role))
+
+
+def networks(G, site=None):
+    """Return the network names of ``G``, or those that hosts of ``site`` attach to.
+
+    Examples
+    --------
+    >>> networks(load("two-sites"), site="a")
+    ['a-lan', 'wan']
+    """
+    if site is None:
+        return _ordered(n for n, d in G.nodes(data=True) if d["kind"] == "network")
+    return _ordered({net for h in hosts(G, site=site) for net in G[h]})
+
+
+def placement_slots(G):
+    """Return ``{host: slots}`` for the hosts that may run ranks.
+
+    Dedicated gateways and hosts with 0 slots are left out.
+
+    Examples
+    --------
+    >>> slots = placement_slots(load("two-sites"))
+    >>> sum(slots.values()), "a-gw" in slots
+    (16, False)
+    """
+    return {h: G.nodes[h]["slots"] for h in hosts(G)
+            if not G.nodes[h]["dedicated"] and G.nodes[h]["slots"] > 0}
+
+
+def _format_network(attrs):
+    out = {"technology": attrs["technology"], "latency": format_time(attrs["latency"], 15),
+           "bandwidth": format_bandwidth(attrs["bandwidth"], 15), "scope": attrs["scope"]}
+    if attrs["subnet"] is not None:
+        out["subnet"] = attrs["subnet"]
+    return out
+
+
+def to_dict(G):
+    """Return the topology as a dict that :func:`from_dict` turns back into an equal graph.
+
+    Each host is written out with explicit interface names and addresses.
+
+    Examples
+    --------
+    >>> G = load("two-sites")
+    >>> data = to_dict(G)
+    >>> data["networks"]["wan"]["latency"], data["sites"]["a"]["hosts"][0]["name"]
+    ('1ms', 'a1')
+    >>> from_dict(data).edges["a1", "a-lan"] == G.edges["a1", "a-lan"]
+    True
+    """
+    data = {"name": G.graph.get("name"), "description": G.graph.get("description"),
+            "defaults": {"forward_cost": format_time(G.graph["forward_cost"], 15)},
+            "networks": {n: _format_network(G.nodes[n]) for n in networks(G)}, "sites": {}}
+    for site in sites(G):
+        entry = dict(G.graph.get("sites", {}).get(site) or {})
+        site_data = {k: v for k, v in entry.items() if v is not None}
+        site_data["hosts"] = []
+        for h in hosts(G, site=site):
+            a = G.nodes[h]
+            host = {"name": h, "slots": a["slots"], "role": a["role"]}
+            if a["dedicated"]:
+                host["dedicated"] = True
+            if a["hostname"] != h:
+                host["hostname"] = a["hostname"]
+            if a["forward_cost"] != G.graph["forward_cost"]:
+                host["forward_cost"] = format_time(a["forward_cost"], 15)
+            host["interfaces"] = [
+                {"network": net, "name": d["name"], **({"address": d["address"]}
+                                                       if d["address"] else {})}
+                for net, d in sorted(G[h].items(), key=lambda e: natural_key(e[1]["name"]))]
+            site_data["hosts"].append(host)
+        data["sites"][site] = site_data
+    links = [{"between": sorted((u, v), key=natural_key),
+              "latency": format_time(d["latency"], 15),
+              "bandwidth": format_bandwidth(d["bandwidth"], 15)}
+             for u, v, d in G.edges(data=True) if d["kind"] == "link"]
+    if links:
+        data["links"] = sorted(links, key=lambda link: [natural_key(n) for n in link["between"]])
+    return data

@@ -1,0 +1,254 @@
+"""Check a topology for mistakes (errors) and fragile spots (warnings) before anything runs."""
+
+import ipaddress
+import itertools
+import warnings
+
+from coc.errors import TopologyError, TopologyWarning
+from coc.topology.model import ROLES, SCOPES, SPAWNERS, TECHNOLOGIES, hosts, networks, sites
+
+__all__ = ["validate", "network_components"]
+
+
+def _fail(G, message, node=None):
+    """Return a TopologyError placed at ``node``'s line of the file ``G`` came from."""
+    line = None if node is None else G.nodes[node].get("line")
+    return TopologyError(message, file=G.graph.get("file"), line=line, name=node)
+
+
+def _number(value, minimum=0.0, strict=False):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return ok and (value > minimum if strict else value >= minimum)
+
+
+def _check_networks(G):
+    for net in networks(G):
+        a = G.nodes[net]
+        where = f"network {net!r}"
+        if a["technology"] not in TECHNOLOGIES:
+            raise _fail(G, f"{where}: unknown technology {a['technology']!r}; known: "
+                           f"{', '.join(TECHNOLOGIES)}", net)
+        if a["scope"] not in SCOPES:
+            raise _fail(G, f"{where}: unknown scope {a['scope']!r}; known: "
+                           f"{', '.join(SCOPES)}", net)
+        if not _number(a["latency"]):
+            raise _fail(G, f"{where}: latency must be a time >= 0", net)
+        if not _number(a["bandwidth"], strict=True):
+            raise _fail(G, f"{where}: bandwidth must be > 0", net)
+    for u, v, d in G.edges(data=True):
+        if d["kind"] == "link" and not (_number(d["latency"])
+                                        and _number(d["bandwidth"], strict=True)):
+            raise _fail(G, f"link {u}--{v}: needs latency >= 0 and bandwidth > 0", u)
+
+
+def _check_hosts(G):
+    for site, entry in G.graph.get("sites", {}).items():
+        spawner = (entry or {}).get("spawner")
+        if spawner is not None and spawner not in SPAWNERS:
+            raise _fail(G, f"site {site!r}: unknown spawner {spawner!r}; known: "
+                           f"{', '.join(SPAWNERS)}")
+    for h in hosts(G):
+        a = G.nodes[h]
+        where = f"host {h!r}"
+        if a["role"] not in ROLES:
+            raise _fail(G, f"{where}: unknown role {a['role']!r}; known: "
+                           f"{', '.join(ROLES)} (or login for frontend)", h)
+        if not isinstance(a["slots"], int) or isinstance(a["slots"], bool) or a["slots"] < 0:
+            raise _fail(G, f"{where}: slots must be a whole number >= 0, not {a['slots']!r}", h)
+        if not isinstance(a["dedicated"], bool):
+            raise _fail(G, f"{where}: dedicated must be true or false", h)
+        if a["dedicated"] and a["role"] != "gateway":
+            raise _fail(G, f"{where}: only a gateway can be dedicated (role is "
+                           f"{a['role']!r})", h)
+        if not _number(a["forward_cost"]):
+            raise _fail(G, f"{where}: forward_cost must be a time >= 0", h)
+        if G.degree(h) == 0:
+            raise _fail(G, f"{where}: no interface (a host needs at least one network)", h)
+
+
+def _check_names(G):
+    """Check hostnames and addresses are unique where they must be, and inside subnets."""
+    hostnames = {}
+    for h in hosts(G):
+        hostname = G.nodes[h]["hostname"]
+        if hostname in hostnames:
+            raise _fail(G, f"host {h!r}: hostname {hostname!r} already used by host "
+                           f"{hostnames[hostname]!r}", h)
+        hostnames[hostname] = h
+    # Private networks are separate address spaces (two sites may both use 10.0.0.0/24), but
+    # networks joined by links share one, and all public networks share the Internet's.
+    space = network_components(G, gateways=False)
+    seen = {}
+    for h in hosts(G):
+        for net, d in G[h].items():
+            if d["address"] is None:
+                continue
+            net_attrs = G.nodes[net]
+            try:
+                address = ipaddress.ip_address(d["address"])
+            except ValueError:
+                raise _fail(G, f"host {h!r}: {d['address']!r} is not an IP address", h) from None
+            subnet = net_attrs["subnet"]
+            if subnet is not None and address not in ipaddress.ip_network(subnet):
+                raise _fail(G, f"host {h!r}: address {address} is outside network {net!r} "
+                               f"subnet {subnet}", h)
+            key = ("public" if net_attrs["scope"] == "public" else space[net], address)
+            if key in seen:
+                other, other_net = seen[key]
+                raise _fail(G, f"host {h!r}: address {address} on network {net!r} is already "
+                               f"used by host {other!r} on network {other_net!r}", h)
+            seen[key] = (h, net)
+
+
+def network_components(G, gateways=True, without=None):
+    """Return ``{network: component}``: networks joined by links (and gateways) share one.
+
+    Parameters
+    ----------
+    G : Topology
+    gateways : bool, default True
+        Also join the networks of each host with role gateway (hosts that forward).
+    without : str, optional
+        A gateway to leave out, to see what its failure would cut off.
+
+    Returns
+    -------
+    dict
+        Each network mapped to a representative network name of its component.
+
+    Examples
+    --------
+    >>> from coc.topology import load
+    >>> comp = network_components(load("two-sites"))
+    >>> comp["a-lan"] == comp["b-lan"] == comp["wan"]
+    True
+    >>> comp = network_components(load("two-sites"), without="a-gw")
+    >>> comp["a-lan"] == comp["wan"]
+    False
+    """
+    parent = {net: net for net in networks(G)}
+
+    def find(net):
+        while parent[net] != net:
+            parent[net] = parent[parent[net]]
+            net = parent[net]
+        return net
+
+    groups = [(u, v) for u, v, d in G.edges(data=True) if d["kind"] == "link"]
+    if gateways:
+        for g in hosts(G, role="gateway"):
+            if g != without:
+                nets = list(G[g])
+                groups.extend((nets[0], other) for other in nets[1:])
+    for u, v in groups:
+        parent[find(u)] = find(v)
+    return {net: find(net) for net in parent}
+
+
+def _unreachable(G, comp, host_list):
+    """Return a pair of hosts of ``host_list`` that no route joins, or None."""
+    by_set = {}
+    for h in host_list:
+        by_set.setdefault(frozenset(comp[net] for net in G[h]), h)
+    for (set_a, host_a), (set_b, host_b) in itertools.combinations(by_set.items(), 2):
+        if not set_a & set_b:
+            return host_a, host_b
+    return None
+
+
+def _hint(G, comp, side_a, side_b):
+    """Name a host that is on both sides but does not forward because it is no gateway."""
+    for h in hosts(G):
+        reach = {comp[net] for net in G[h]}
+        if reach & side_a and reach & side_b:
+            return (f" (host {h!r} is on both sides but does not forward: its role is "
+                    f"{G.nodes[h]['role']!r}, not 'gateway')")
+    return ""
+
+
+def _check_reachable(G):
+    comp = network_components(G)
+    reach = {site: {comp[net] for h in hosts(G, site=site) for net in G[h]}
+             for site in sites(G)}
+    for a, b in itertools.combinations(sites(G), 2):
+        if not reach[a] & reach[b]:
+            raise _fail(G, f"site {a} cannot reach site {b}: no gateway joins their networks"
+                           + _hint(G, comp, reach[a], reach[b]))
+    pair = _unreachable(G, comp, hosts(G))
+    if pair:
+        side_a, side_b = ({comp[net] for net in G[h]} for h in pair)
+        raise _fail(G, f"host {pair[0]!r} cannot reach host {pair[1]!r}: no gateway joins "
+                       f"their networks" + _hint(G, comp, side_a, side_b), pair[0])
+
+
+def _names(site_group):
+    names = sorted(site_group)
+    if len(names) == 1:
+        return f"site {names[0]}"
+    shown = ", ".join(names[:5])
+    return f"sites {shown}" + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _single_points_of_failure(G):
+    """Yield a warning text for each gateway whose loss would split the sites."""
+    site_hosts = {site: hosts(G, site=site) for site in sites(G)}
+    for g in hosts(G, role="gateway"):
+        comp = network_components(G, without=g)
+        groups = []  # sites that can still reach each other, merged greedily
+        for site, members in site_hosts.items():
+            reach = {comp[net] for h in members if h != g for net in G[h]}
+            joined = [group for group in groups if group[1] & reach]
+            merged = ({site}.union(*(s for s, _ in joined)), reach.union(*(r for _, r in joined)))
+            groups = [group for group in groups if group not in joined] + [merged]
+        if len(groups) > 1:
+            named = " and ".join(_names(s) for s, _ in
+                                 sorted(groups, key=lambda group: sorted(group[0])))
+            yield (f"{named} are joined only through gateway {g!r} "
+                   f"(single point of failure)")
+
+
+def validate(G):
+    """Check a topology; raise on the first error, return (and issue) its warnings.
+
+    Errors: unknown technology, scope, role or spawner; slots not a whole number >= 0;
+    ``dedicated`` on a host that is not a gateway; a host with no interface; a hostname or
+    an address used twice (addresses per address space: each private network with the
+    networks linked to it, and all public networks together); an address outside its
+    network's subnet; two sites, or two hosts, that no route joins.
+    Warnings: a gateway whose loss would split the sites (single point of failure); a
+    network no host and no link uses.
+
+    Parameters
+    ----------
+    G : Topology
+
+    Returns
+    -------
+    list of str
+        The warnings, each also issued as a :class:`coc.errors.TopologyWarning`.
+
+    Raises
+    ------
+    TopologyError
+        Naming file, line and the host, network or site concerned.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from coc.topology import load
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     found = validate(load("two-sites", check=False))
+    >>> found[0]
+    "site a and site b are joined only through gateway 'a-gw' (single point of failure)"
+    """
+    _check_networks(G)
+    _check_hosts(G)
+    _check_names(G)
+    _check_reachable(G)
+    found = list(_single_points_of_failure(G))
+    found += [f"network {net!r} is used by no host and no link" for net in networks(G)
+              if G.degree(net) == 0]
+    for message in found:
+        warnings.warn(TopologyWarning(message), stacklevel=2)
+    return found

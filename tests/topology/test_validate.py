@@ -1,0 +1,133 @@
+"""Validation: each bad file in tests/data/topology-bad is pinned to its message."""
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from coc.errors import TopologyError, TopologyWarning
+from coc.topology import load, loads, validate
+from coc.topology.hostlist import HostlistError
+
+BAD = Path(__file__).resolve().parents[1] / "data" / "topology-bad"
+
+# file -> (line or None, message after "file:line: ")
+EXPECTED = {
+    "yaml-syntax": (3, "YAML syntax error: did not find expected ',' or '}' "
+                       "(while parsing a flow mapping)"),
+    "unknown-network": (6, "host 'a1': unknown network 'lan-x'"),
+    "duplicate-host": (9, "host 'n3': name already used by a host (line 6)"),
+    "host-named-like-network": (6, "host 'lan': name already used by a network (line 2)"),
+    "duplicate-address": (8, "host 'n2': address 10.0.0.7 on network 'lan' is already used by "
+                             "host 'n1' on network 'lan'"),
+    "duplicate-hostname": (7, "host 'n2': hostname 'node.example.org' already used by host "
+                              "'n1'"),
+    "duplicate-key": (3, "duplicate key 'lan' (first given on line 2)"),
+    "no-interface": (7, "host 'n2': no interface (a host needs at least one network)"),
+    "bad-latency": (4, "network 'lan': latency '10 parsecs' is not a time: expected a time "
+                       "like 20us (units: ns, us, µs, ms, s)"),
+    "bad-bandwidth": (2, "network 'lan': bandwidth '10 Gbps' is not a bandwidth: expected a "
+                         "bandwidth like 10Gbit/s (units: bit/s, kbit/s, Kbit/s, Mbit/s, "
+                         "Gbit/s, Tbit/s, B/s, kB/s, KB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, "
+                         "GiB/s, TiB/s)"),
+    "bad-hostlist": (6, "host 'node[01-16': host list 'node[01-16': '[' without ']'"),
+    "dedicated-compute": (7, "host 'n2': only a gateway can be dedicated (role is 'compute')"),
+    "unknown-role": (6, "host 'n1': unknown role 'router'; known: compute, gateway, frontend "
+                        "(or login for frontend)"),
+    "unknown-technology": (2, "network 'lan': unknown technology 'token-ring'; known: loopback, "
+                              "shm, ethernet, fast-ethernet, gigabit-ethernet, infiniband, "
+                              "myrinet, sci, wan"),
+    "unknown-scope": (2, "network 'lan': unknown scope 'secret'; known: private, public"),
+    "address-outside-subnet": (6, "host 'n1': address 10.2.0.1 is outside network 'lan' "
+                                  "subnet 10.1.0.0/24"),
+    "negative-slots": (7, "host 'n2': slots must be a whole number >= 0, not -2"),
+    "unknown-top-key": (2, "top level: unknown key 'netwroks' (did you mean 'networks'?); "
+                           "allowed: defaults, description, links, name, networks, sites"),
+    "unknown-host-key": (7, "site 'a': host entry: unknown key 'slot' (did you mean 'slots'?); "
+                            "allowed: dedicated, forward_cost, hostname, interfaces, name, "
+                            "role, slots"),
+    "unknown-link-network": (6, "link sw1--backplane: unknown network 'backplane'"),
+    "subnet-full": (2, "network 'lan': subnet 10.0.0.0/30 has no free address left for "
+                       "host 'n3'"),
+    "sites-unreachable": (None, "site a cannot reach site b: no gateway joins their networks"),
+    "compute-joins-sites": (8, "host 'a1' cannot reach host 'b1': no gateway joins their "
+                               "networks (host 'x' is on both sides but does not forward: its "
+                               "role is 'compute', not 'gateway')"),
+}
+
+
+def test_every_bad_file_is_pinned():
+    assert sorted(p.stem for p in BAD.glob("*.yaml")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("stem", sorted(EXPECTED))
+def test_bad_file_message(stem):
+    line, message = EXPECTED[stem]
+    path = BAD / f"{stem}.yaml"
+    with pytest.raises(TopologyError) as info:
+        load(path)
+    where = str(path) if line is None else f"{path}:{line}"
+    assert str(info.value) == f"{where}: {message}"
+    assert (info.value.file, info.value.line, info.value.message) == (str(path), line, message)
+
+
+def test_hostlist_error_is_a_topology_error():
+    with pytest.raises(HostlistError):
+        load(BAD / "bad-hostlist.yaml")
+
+
+def test_single_gateway_warns_and_is_returned(good):
+    with pytest.warns(TopologyWarning, match="single point of failure"):
+        G = load(good("two-sites-small"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = validate(G)
+    assert found == [
+        "site a and site b are joined only through gateway 'a-gw' (single point of failure)",
+        "site a and site b are joined only through gateway 'b-gw' (single point of failure)"]
+    assert [str(w.message) for w in caught] == found
+    assert all(w.category is TopologyWarning for w in caught)
+
+
+def test_two_gateways_on_one_side_leave_only_the_other_side_fragile(good):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load(good("two-gateways"))
+    assert [str(w.message) for w in caught] == [
+        "site a and site b are joined only through gateway 'gb' (single point of failure)"]
+
+
+def test_unused_network_warns():
+    with pytest.warns(TopologyWarning, match="network 'spare' is used by no host and no link"):
+        loads("networks: {lan: {latency: 1us, bandwidth: 1Gbit/s}, "
+              "spare: {latency: 1us, bandwidth: 1Gbit/s}}\n"
+              "sites: {a: {hosts: [{name: n1, interfaces: [lan]}]}}\n")
+
+
+def test_private_networks_may_reuse_addresses_but_public_ones_may_not():
+    text = """
+networks:
+  a-lan: {latency: 1us, bandwidth: 1Gbit/s, subnet: 10.0.0.0/24}
+  b-lan: {latency: 1us, bandwidth: 1Gbit/s, subnet: 10.0.0.0/24, scope: %s}
+  wan: {latency: 1ms, bandwidth: 1Gbit/s, scope: public}
+sites:
+  a: {hosts: [{name: a1, interfaces: [a-lan]}, {name: ga, role: gateway, interfaces: [a-lan, wan]}]}
+  b: {hosts: [{name: b1, interfaces: [b-lan]}, {name: gb, role: gateway, interfaces: [b-lan, wan]}]}
+"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        G = loads(text % "private")
+        assert G.edges["a1", "a-lan"]["address"] == G.edges["b1", "b-lan"]["address"]
+        for net in ("a-lan", "b-lan"):
+            G.nodes[net]["scope"] = "public"
+        with pytest.raises(TopologyError, match="address 10.0.0.1 on network 'b-lan' is already "
+                                                "used by host 'a1' on network 'a-lan'"):
+            validate(G)
+
+
+def test_validate_checks_hand_built_graphs():
+    G = loads("networks: {lan: {latency: 1us, bandwidth: 1Gbit/s}}\n"
+              "sites: {a: {hosts: [{name: n1, interfaces: [lan]}]}}\n")
+    G.nodes["n1"]["slots"] = 2.5
+    with pytest.raises(TopologyError, match="host 'n1': slots must be a whole number"):
+        validate(G)
