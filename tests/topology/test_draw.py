@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("matplotlib")
+pytestmark = pytest.mark.filterwarnings("ignore::coc.errors.TopologyWarning")
 
 from coc.errors import TopologyError  # noqa: E402
 from coc.topology import draw as drawing  # noqa: E402
