@@ -1,5 +1,12 @@
 # Mirrors native/include/coc/coc.h and nothing else.
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+
 cdef extern from "coc/coc.h" nogil:
+    int COC_VERSION_MAJOR
+    int COC_VERSION_MINOR
+    int COC_VERSION_PATCH
+
     int COC_ERR_BASE
     int COC_EPROTO
     int COC_EAUTH
@@ -10,8 +17,82 @@ cdef extern from "coc/coc.h" nogil:
     int COC_ETIMEDOUT
     int COC_EINVAL
     int COC_ECANCELED
+    int COC_ERR_LAST
 
     const char *coc_version()
     const char *coc_strerror(int rc)
     int coc_is_coc_error(int rc)
     int coc_selftest()
+
+    ctypedef struct coc_engine:
+        pass
+    ctypedef struct coc_request:
+        pass
+
+    int COC_ANY_SOURCE
+    int COC_ANY_TAG
+    int COC_MAX_TAG
+    int COC_SECRET_MIN
+    int COC_SECRET_MAX
+    int COC_ENGINE_FORWARD
+
+    ctypedef struct coc_engine_config:
+        uint32_t self_id
+        const uint8_t *secret
+        size_t secret_len
+        const char *listen_host
+        uint16_t port_min
+        uint16_t port_max
+        size_t eager_limit
+        size_t fragment_size
+        size_t forward_window
+        uint32_t flags
+
+    void coc_engine_config_init(coc_engine_config *cfg)
+    int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
+    int coc_engine_close(coc_engine *e)
+    int coc_engine_address(coc_engine *e, char *buf, size_t len)
+    int coc_engine_add_peer(coc_engine *e, uint32_t id, const char *address)
+    int coc_engine_set_route(coc_engine *e, uint32_t dest, const uint32_t *hops,
+                             const uint32_t *weights, size_t n)
+    int coc_engine_set_peer_delay(coc_engine *e, uint32_t id, uint64_t delay_ns)
+    int coc_engine_fd(coc_engine *e)
+    int coc_engine_drain_fd(coc_engine *e)
+
+    ctypedef struct coc_status:
+        int32_t source
+        int32_t tag
+        uint32_t context
+        uint64_t count
+        int error
+
+    int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const void *buf,
+                  size_t len, coc_request **out)
+    int coc_irecv(coc_engine *e, int32_t source, uint32_t context, int32_t tag, void *buf,
+                  size_t cap, coc_request **out)
+    int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
+    int coc_test(coc_request *r, coc_status *st)
+    int coc_cancel(coc_request *r)
+    int coc_request_free(coc_request *r)
+    int coc_iprobe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st)
+    int coc_probe(coc_engine *e, int32_t source, uint32_t context, int32_t tag,
+                  int64_t timeout_ns, coc_status *st)
+
+    ctypedef struct coc_stats:
+        uint64_t frames_sent
+        uint64_t frames_received
+        uint64_t frames_forwarded
+        uint64_t bytes_sent
+        uint64_t bytes_received
+        uint64_t bytes_forwarded
+        uint64_t connections_open
+        uint64_t auth_failures
+        uint64_t protocol_errors
+        uint64_t peers_lost
+        uint64_t unexpected_messages
+        uint64_t unexpected_bytes
+        uint64_t forward_bytes_buffered
+        uint64_t forward_bytes_buffered_max
+
+    int coc_engine_stats(coc_engine *e, coc_stats *st)
+    int coc_engine_take_log(coc_engine *e, char *buf, size_t len)

@@ -1,11 +1,40 @@
 # cython: language_level=3
 """Thin binding of coc's native engine (native/include/coc/coc.h).
 
-Everything here is C-shaped; the friendly API is Python on top of it.
+Everything here is C-shaped: one :class:`Engine` per process, non-blocking sends and
+receives that return a :class:`Request`, waits that release the GIL. The friendly API
+(communicators, collectives, asyncio awaitables) is Python on top of it.
+
+Buffers travel through the buffer protocol without copies: a request holds its buffer
+(``Py_buffer``) until the engine is done with it, even when the caller drops the request
+early, because the engine keeps every pending request referenced until it completes.
 """
+cimport cython
+from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE,
+                             PyBuffer_Release, PyObject_GetBuffer)
+from cpython.exc cimport PyErr_CheckSignals
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from posix.unistd cimport getpid
+
 cimport coc._cengine as c
 
+import time
+import warnings
+
 from coc import errors as _errors
+
+__all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "Engine", "Request", "Status", "strerror",
+           "raise_for", "version", "selftest"]
+
+ANY_SOURCE = c.COC_ANY_SOURCE
+ANY_TAG = c.COC_ANY_TAG
+MAX_TAG = c.COC_MAX_TAG
+
+# A blocking call waits in slices this long with the GIL released, then checks signals,
+# so Ctrl-C interrupts a wait within a slice.
+cdef enum:
+    SLICE_NS = 50_000_000
 
 # coc's own codes, by the Python exception class each becomes.
 _COC_CODES = {
@@ -59,3 +88,491 @@ def selftest():
     with nogil:
         rc = c.coc_selftest()
     check(rc, "engine self-test")
+
+
+cdef int64_t _slice_ns(object deadline):
+    """Return the length of the next wait slice, given a monotonic deadline or None."""
+    if deadline is None:
+        return SLICE_NS
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return 0
+    return min(SLICE_NS, <int64_t>(remaining * 1e9))
+
+
+cdef object _deadline(object timeout):
+    """Turn a timeout in seconds (or None: no limit) into a monotonic deadline."""
+    if timeout is None:
+        return None
+    if timeout < 0:
+        raise ValueError(f"timeout must be >= 0 or None, not {timeout!r}")
+    return time.monotonic() + timeout
+
+
+cdef class Status:
+    """Where a completed message came from and how large it was.
+
+    ``count`` is the full size of the message in bytes (also when it was truncated).
+    """
+    cdef readonly int source
+    cdef readonly int tag
+    cdef readonly unsigned int context
+    cdef readonly unsigned long long count
+
+    def __init__(self, int source, int tag, unsigned int context, unsigned long long count):
+        self.source, self.tag, self.context, self.count = source, tag, context, count
+
+    def __eq__(self, other):
+        if not isinstance(other, Status):
+            return NotImplemented
+        return self._key() == (<Status>other)._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    cdef tuple _key(self):
+        return (self.source, self.tag, self.context, self.count)
+
+    def __repr__(self):
+        return (f"Status(source={self.source}, tag={self.tag}, context={self.context}, "
+                f"count={self.count})")
+
+
+cdef Status _status(c.coc_status *st):
+    return Status(st.source, st.tag, st.context, st.count)
+
+
+@cython.no_gc_clear
+cdef class Request:
+    """A non-blocking send or receive in flight; holds its buffer until the engine is done.
+
+    Obtain one from :meth:`Engine.isend` or :meth:`Engine.irecv`, never directly.
+    """
+    cdef c.coc_request *_r
+    cdef Engine _engine
+    cdef Py_buffer _view
+    cdef bint _has_view
+    cdef bint _is_send
+    cdef int _peer          # destination of a send, requested source of a receive
+    cdef int _tag
+    cdef int _error         # the operation's own error once complete
+    cdef Status _result     # set once complete
+    cdef Py_ssize_t _size   # bytes of the buffer
+
+    def __cinit__(self):
+        self._r = NULL
+        self._has_view = False
+
+    def __dealloc__(self):
+        # Normally _r is NULL here: a pending request is referenced by its engine.
+        if self._r != NULL and self._engine is not None and self._engine._owned():
+            c.coc_request_free(self._r)
+        self._r = NULL
+        self._release()
+
+    cdef void _release(self):
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+            self._has_view = False
+
+    cdef void _finish(self, c.coc_status *st):
+        """Record the outcome, free the C request, release the buffer, leave the engine."""
+        self._result = _status(st)
+        self._error = st.error
+        if self._r != NULL:
+            c.coc_request_free(self._r)
+            self._r = NULL
+        self._release()
+        self._engine._pending.discard(self)
+
+    cdef void _orphan(self, int error):
+        """Forget the C request freed by the engine's close; complete with ``error``."""
+        self._r = NULL
+        if self._result is None:
+            self._result = Status(self._peer, self._tag, 0, 0)
+            self._error = error
+        self._release()
+
+    cdef bint _poll(self) except -1:
+        """Test the C request without blocking; True once complete."""
+        cdef c.coc_status st
+        cdef int rc
+        if self._result is not None:
+            return True
+        if self._r == NULL:
+            return False
+        rc = c.coc_test(self._r, &st)
+        check(rc, self._what())
+        if rc == 1:
+            self._finish(&st)
+            return True
+        return False
+
+    cdef str _what(self):
+        if self._is_send:
+            return f"send to endpoint {self._peer} (tag {self._tag})"
+        source = "any source" if self._peer == c.COC_ANY_SOURCE else f"endpoint {self._peer}"
+        tag = "any tag" if self._tag == c.COC_ANY_TAG else f"tag {self._tag}"
+        return f"receive from {source} ({tag})"
+
+    cdef Status _outcome(self):
+        """Return the status of a completed request or raise its error."""
+        cdef Status s = self._result
+        cdef int err = self._error
+        if err == 0:
+            return s
+        if err == c.COC_ETRUNC:
+            raise _errors.TruncationError(
+                f"message from endpoint {s.source} with tag {s.tag} is {s.count} bytes "
+                f"but the receive buffer holds only {self._size} bytes",
+                source=s.source, tag=s.tag, size=s.count, capacity=self._size)
+        if err == c.COC_EPEERLOST:
+            peer = s.source if (not self._is_send and s.source >= 0) else self._peer
+            exc = _errors.PeerLost(f"{self._what()}: endpoint {peer} lost "
+                                   f"({strerror(err)})")
+            exc.peer = peer
+            raise exc
+        check(err, self._what())
+        return s  # not reached: err is negative
+
+    @property
+    def done(self):
+        """True once the engine has completed the request (successfully or not)."""
+        return self._poll()
+
+    def test(self):
+        """Return the :class:`Status` if complete (raising its error), else None."""
+        if self._poll():
+            return self._outcome()
+        return None
+
+    def wait(self, timeout=None):
+        """Block until complete and return its :class:`Status`; raise its error.
+
+        The GIL is released while waiting; Ctrl-C interrupts the wait (the request stays
+        pending). ``timeout`` in seconds raises :class:`coc.errors.CocTimeoutError` when it
+        passes, leaving the request pending.
+        """
+        cdef c.coc_status st
+        cdef int rc
+        cdef int64_t ns
+        cdef c.coc_request *r
+        if self._result is not None:
+            return self._outcome()
+        deadline = _deadline(timeout)
+        while True:
+            ns = _slice_ns(deadline)
+            self._engine._enter()
+            r = self._r
+            if r == NULL:  # orphaned by close() from another thread
+                self._engine._busy -= 1
+                return self._outcome()
+            with nogil:
+                rc = c.coc_wait(r, ns, &st)
+            self._engine._busy -= 1
+            if rc == 0:
+                self._finish(&st)
+                return self._outcome()
+            if rc != c.COC_ETIMEDOUT:
+                check(rc, self._what())
+            PyErr_CheckSignals()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise _errors.CocTimeoutError(f"{self._what()}: not complete after {timeout} s")
+
+    def cancel(self):
+        """Cancel a receive that has not matched yet; return True if it was cancelled.
+
+        A cancelled receive completes: :meth:`wait` then raises
+        :class:`coc.errors.CancelledError`. Sends and matched receives are not cancelled.
+        """
+        cdef int rc
+        if self._r == NULL:
+            return False
+        rc = c.coc_cancel(self._r)
+        if rc == c.COC_EINVAL:
+            return False
+        check(rc, self._what())
+        return True
+
+    def __repr__(self):
+        state = "done" if self._result is not None else "pending"
+        return f"<coc._engine.Request {self._what()} {state}>"
+
+
+cdef class Engine:
+    """This process's endpoint of a coc job: connections, matching and forwarding.
+
+    Parameters
+    ----------
+    self_id : int
+        The endpoint id, unique in the job.
+    secret : bytes
+        The job's secret (16 to 64 bytes); every connection proves both ends hold it.
+    listen_host : str, optional
+        IP address to listen on for TCP; None opens no TCP listener.
+    port_range : (int, int)
+        Inclusive range for the listening port; ``(0, 0)`` takes any free port.
+    eager_limit, fragment_size, forward_window : int
+        Tuning knobs in bytes; 0 keeps the engine's default.
+    forward : bool
+        Forward frames addressed to other endpoints (a gateway).
+    """
+    cdef c.coc_engine *_e
+    cdef int _pid
+    cdef int _busy          # threads inside a nogil call on this engine
+    cdef bint _closing
+    cdef set _pending       # requests not yet completed, kept alive with their buffers
+    cdef Py_ssize_t _sweep_at
+    cdef readonly unsigned int self_id
+
+    def __cinit__(self):
+        self._e = NULL
+        self._pending = set()
+        self._sweep_at = 64
+
+    def __init__(self, self_id, secret, *, listen_host=None, port_range=(0, 0),
+                 eager_limit=0, fragment_size=0, forward_window=0, forward=False):
+        cdef c.coc_engine_config cfg
+        cdef c.coc_engine *e = NULL
+        cdef const unsigned char[::1] key = bytes(secret)
+        cdef bytes host = None if listen_host is None else listen_host.encode()
+        cdef int rc
+        port_min, port_max = port_range
+        c.coc_engine_config_init(&cfg)
+        cfg.self_id = self_id
+        cfg.secret = &key[0] if key.shape[0] else NULL
+        cfg.secret_len = key.shape[0]
+        if host is not None:
+            cfg.listen_host = host
+        cfg.port_min, cfg.port_max = port_min, port_max
+        cfg.eager_limit, cfg.fragment_size = eager_limit, fragment_size
+        cfg.forward_window = forward_window
+        cfg.flags = c.COC_ENGINE_FORWARD if forward else 0
+        with nogil:
+            rc = c.coc_engine_open(&cfg, &e)
+        check(rc, f"open engine for endpoint {self_id}")
+        self._e = e
+        self._pid = getpid()
+        self.self_id = self_id
+
+    cdef bint _owned(self):
+        """True when this process opened the engine (not a forked child)."""
+        return self._e != NULL and self._pid == getpid()
+
+    cdef int _enter(self) except -1:
+        """Mark a nogil call as started; raise ClosedError on a closed engine."""
+        if self._e == NULL or self._closing:
+            raise _errors.ClosedError(f"engine of endpoint {self.self_id} is closed")
+        if self._pid != getpid():
+            raise _errors.ClosedError(
+                f"engine of endpoint {self.self_id} belongs to process {self._pid}")
+        self._busy += 1
+        return 0
+
+    cdef c.coc_engine *_handle(self) except NULL:
+        self._enter()
+        self._busy -= 1
+        return self._e
+
+    @property
+    def closed(self):
+        """True once :meth:`close` has run."""
+        return self._e == NULL
+
+    @property
+    def address(self):
+        """The contact addresses peers pass to :meth:`add_peer` (space separated)."""
+        cdef char buf[4096]
+        check(c.coc_engine_address(self._handle(), buf, sizeof(buf)), "engine address")
+        return buf.decode()
+
+    def add_peer(self, id, address):
+        """Tell the engine how to reach endpoint ``id`` (its :attr:`address`)."""
+        cdef bytes a = address.encode()
+        check(c.coc_engine_add_peer(self._handle(), id, a), f"add peer {id}")
+
+    def set_route(self, dest, hops, weights=None):
+        """Route traffic for ``dest`` through next ``hops`` (``dest`` itself: directly).
+
+        Several hops share load in proportion to ``weights`` (default equal) while each
+        (source, destination, context) stream stays in order.
+        """
+        hops = list(hops)
+        weights = [1] * len(hops) if weights is None else list(weights)
+        if not hops or len(weights) != len(hops):
+            raise ValueError(f"route to {dest}: need one or more hops and one weight per hop, "
+                             f"got hops={hops!r} weights={weights!r}")
+        cdef size_t n = len(hops), i
+        cdef uint32_t *buf = <uint32_t *>malloc(2 * n * sizeof(uint32_t))
+        if buf == NULL:
+            raise MemoryError()
+        try:
+            for i in range(n):
+                buf[i] = hops[i]
+                buf[n + i] = weights[i]
+            check(c.coc_engine_set_route(self._handle(), dest, buf, buf + n, n),
+                  f"route to {dest} via {hops}")
+        finally:
+            free(buf)
+
+    def set_peer_delay(self, id, seconds):
+        """Delay every frame sent to peer ``id`` by ``seconds`` (0 turns it off)."""
+        check(c.coc_engine_set_peer_delay(self._handle(), id, <uint64_t>(seconds * 1e9)),
+              f"delay to peer {id}")
+
+    def fileno(self):
+        """Return an fd that becomes readable when a request completes (for add_reader)."""
+        return check(c.coc_engine_fd(self._handle()), "engine fd")
+
+    def drain(self):
+        """Reset :meth:`fileno` after it fired; then test the requests of interest."""
+        return check(c.coc_engine_drain_fd(self._handle()), "drain engine fd")
+
+    cdef Request _request(self, object buf, bint is_send, int peer, int tag):
+        cdef Request req = Request.__new__(Request)
+        flags = PyBUF_ANY_CONTIGUOUS if is_send else (PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+        PyObject_GetBuffer(buf, &req._view, flags)
+        req._has_view = True
+        req._size = req._view.len
+        req._engine, req._is_send, req._peer, req._tag = self, is_send, peer, tag
+        return req
+
+    cdef void _track(self, Request req) except *:
+        """Keep ``req`` alive until complete; now and then forget completed ones."""
+        self._pending.add(req)
+        if len(self._pending) >= self._sweep_at:
+            for r in list(self._pending):
+                (<Request>r)._poll()
+            self._sweep_at = max(64, 2 * len(self._pending))
+
+    def isend(self, buf, dest, tag=0, context=0):
+        """Start sending the bytes of ``buf`` (any contiguous buffer) to endpoint ``dest``.
+
+        ``buf`` must not change until the request completes; it is not copied here.
+        """
+        cdef Request req = self._request(buf, True, dest, tag)
+        cdef uint32_t d = dest, ctx = context
+        cdef int32_t t = tag
+        cdef int rc
+        self._enter()
+        with nogil:
+            rc = c.coc_isend(self._e, d, ctx, t, req._view.buf, req._view.len, &req._r)
+        self._busy -= 1
+        if rc < 0:
+            req._release()
+            check(rc, req._what())
+        self._track(req)
+        return req
+
+    def irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
+        """Post a receive into ``buf`` (writable, C-contiguous), filled in place."""
+        cdef Request req = self._request(buf, False, source, tag)
+        cdef int32_t s = source, t = tag
+        cdef uint32_t ctx = context
+        cdef int rc
+        self._enter()
+        with nogil:
+            rc = c.coc_irecv(self._e, s, ctx, t, req._view.buf, req._view.len, &req._r)
+        self._busy -= 1
+        if rc < 0:
+            req._release()
+            check(rc, req._what())
+        self._track(req)
+        return req
+
+    def iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, context=0):
+        """Return the :class:`Status` of a matching message not yet received, or None."""
+        cdef c.coc_status st
+        rc = check(c.coc_iprobe(self._handle(), source, context, tag, &st), "iprobe")
+        return _status(&st) if rc == 1 else None
+
+    def probe(self, source=ANY_SOURCE, tag=ANY_TAG, context=0, timeout=None):
+        """Block until a matching message has arrived and return its :class:`Status`.
+
+        Raises :class:`coc.errors.CocTimeoutError` after ``timeout`` seconds.
+        """
+        cdef c.coc_status st
+        cdef int rc
+        cdef int64_t ns
+        cdef int32_t s = source, t = tag
+        cdef uint32_t ctx = context
+        deadline = _deadline(timeout)
+        while True:
+            ns = _slice_ns(deadline)
+            self._enter()
+            with nogil:
+                rc = c.coc_probe(self._e, s, ctx, t, ns, &st)
+            self._busy -= 1
+            if rc >= 0:
+                return _status(&st)
+            if rc != c.COC_ETIMEDOUT:
+                check(rc, "probe")
+            PyErr_CheckSignals()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise _errors.CocTimeoutError(f"probe: no matching message after {timeout} s")
+
+    def stats(self):
+        """Return the engine's counters (frames, bytes, connections, buffered bytes)."""
+        cdef c.coc_stats st
+        check(c.coc_engine_stats(self._handle(), &st), "engine stats")
+        return st
+
+    def take_log(self):
+        """Return the engine's recent log lines, oldest first, and forget them."""
+        cdef char buf[65536]
+        cdef c.coc_engine *e = self._handle()
+        cdef int n
+        lines = []
+        while True:
+            n = check(c.coc_engine_take_log(e, buf, sizeof(buf)), "engine log")
+            lines.extend(buf[:n].decode(errors="replace").splitlines())
+            if n < <int>sizeof(buf) // 2:
+                return lines
+
+    def close(self):
+        """Close every connection and stop the engine; pending requests fail with ClosedError.
+
+        Idempotent. In a forked child it only forgets the parent's engine.
+        """
+        cdef c.coc_engine *e = self._e
+        cdef int rc = 0
+        if e == NULL:
+            return
+        if self._pid != getpid():
+            self._e = NULL
+            for r in self._pending:
+                (<Request>r)._orphan(c.COC_ECLOSED)
+            self._pending.clear()
+            return
+        self._closing = True
+        while self._busy:  # let waits in other threads finish their slice
+            time.sleep(0.005)
+        for r in list(self._pending):
+            (<Request>r)._poll()
+        self._e = NULL
+        with nogil:
+            rc = c.coc_engine_close(e)
+        for r in self._pending:
+            (<Request>r)._orphan(c.COC_ECLOSED)
+        self._pending.clear()
+        check(rc, f"close engine of endpoint {self.self_id}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if self._owned():
+            warnings.warn(f"unclosed {self!r}", ResourceWarning, source=self)
+            self.close()
+
+    def __dealloc__(self):
+        if self._owned():
+            c.coc_engine_close(self._e)
+        self._e = NULL
+
+    def __repr__(self):
+        state = "closed" if self._e == NULL else f"{len(self._pending)} pending"
+        return f"<coc._engine.Engine endpoint {self.self_id} {state}>"

@@ -1,0 +1,366 @@
+"""Measure the engine's ping-pong through 0, 1 and 2 gateways against plain TCP and C relays.
+
+``coc bench engine`` runs, in one invocation and on loopback, six paths between two
+endpoints and reports half-round-trip latency (median, p99) and ping-pong bandwidth for
+0 B … 4 MiB:
+
+- (a) plain TCP ping-pong (``native/tools/coc_pingpong.c``), direct;
+- (b) the same through one minimal epoll byte relay (``native/tools/coc_relay.c``);
+- (c) through two chained relays (PACX-MPI's two-daemon shape);
+- coc endpoints (Python, through the binding) directly, through one gateway daemon and
+  through two.
+
+It prints the ratios issue 3 sets targets for. Run as ``python -m coc.bench.engine`` this
+module is instead one coc endpoint of the benchmark, driven through the gateway protocol.
+"""
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from coc.errors import CocError
+from coc.gateway import GatewayProcess, apply_update, parse_routes
+
+__all__ = ["SIZES", "QUICK_SIZES", "aligned", "iterations", "chain_tables", "run_coc",
+           "run_tcp", "measure", "ratios", "format_report", "register"]
+
+SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20]
+QUICK_SIZES = [0, 8, 4096, 65536, 1 << 20, 4 << 20]
+PAGE = 4096
+CLIENT, ECHO, FIRST_GATEWAY = 1, 2, 10
+STOP_TAG = 1
+TIMEOUT = 60.0
+
+# (key, column title), in table order: the references, then coc.
+PATHS = [("tcp", "TCP (a)"), ("relay1", "1 relay (b)"), ("relay2", "2 relays (c)"),
+         ("coc", "coc direct"), ("gw1", "coc 1 gw"), ("gw2", "coc 2 gw")]
+
+# (title, numerator path, denominator path, metric, comparison, target)
+RATIOS = [
+    ("1 gateway / 1 relay (b), 8 B latency", "gw1", "relay1", "latency", "<=", 1.3),
+    ("1 gateway / 2 relays (c), 8 B latency", "gw1", "relay2", "latency", "<", 1.0),
+    ("2 gateways / 2 relays (c), 8 B latency", "gw2", "relay2", "latency", "<=", 1.3),
+    ("1 gateway / 1 relay (b), 4 MiB bandwidth", "gw1", "relay1", "bandwidth", ">=", 1.0),
+    ("1 gateway / direct TCP (a), 4 MiB bandwidth", "gw1", "tcp", "bandwidth", ">=", 0.8),
+]
+
+
+def aligned(nbytes):
+    """Return a page-aligned uint8 array of ``nbytes`` (misaligned copies run at half speed)."""
+    raw = np.empty(nbytes + PAGE, dtype=np.uint8)
+    start = -raw.ctypes.data % PAGE
+    return raw[start:start + nbytes]
+
+
+def iterations(size, quick=False):
+    """Return how many timed round trips to run for ``size`` bytes.
+
+    Examples
+    --------
+    >>> iterations(8), iterations(4 << 20)
+    (2000, 50)
+    """
+    base, least = (300, 20) if quick else (2000, 50)
+    return max(least, min(base, base * 16384 // max(size, 16384)))
+
+
+def chain_tables(chain, addresses):
+    """Return ``{endpoint: (peers, routes)}`` for a line of endpoints ``chain``.
+
+    Each endpoint knows only its neighbours' addresses and routes both ends of the line
+    through them, so traffic must cross every gateway in between.
+
+    Examples
+    --------
+    >>> t = chain_tables([1, 10, 2], {1: "a", 10: "g", 2: "b"})
+    >>> t[1]
+    ({10: 'g'}, {2: [[10, 1]]})
+    >>> t[10]
+    ({1: 'a', 2: 'b'}, {2: [[2, 1]], 1: [[1, 1]]})
+    """
+    tables = {}
+    for i, node in enumerate(chain):
+        peers, routes = {}, {}
+        if i + 1 < len(chain):
+            peers[chain[i + 1]] = addresses[chain[i + 1]]
+            routes[chain[-1]] = [[chain[i + 1], 1]]
+        if i > 0:
+            peers[chain[i - 1]] = addresses[chain[i - 1]]
+            routes[chain[0]] = [[chain[i - 1], 1]]
+        tables[node] = (peers, routes)
+    return tables
+
+
+def _summary(size, half_ns):
+    """Median and p99 of half round trips, defined as in coc_pingpong.c."""
+    half_ns = sorted(half_ns)
+    n = len(half_ns)
+    return {"size": size, "iters": n, "median_ns": half_ns[n // 2],
+            "p99_ns": half_ns[min(n - 1, 99 * n // 100)]}
+
+
+def run_coc(gateways, specs, *, prefix=(), options=None, timeout=TIMEOUT):
+    """Ping-pong between two coc endpoints through ``gateways`` gateway daemons."""
+    secret = os.urandom(32)
+    base = {"secret": secret, "listen_host": "127.0.0.1", "options": options or {}}
+    procs = {}
+    try:
+        for node, role in ((ECHO, "echo"), (CLIENT, "client")):
+            procs[node] = GatewayProcess({**base, "self_id": node, "role": role,
+                                          "specs": specs}, module=__name__, prefix=prefix,
+                                         timeout=timeout)
+        gw_ids = [FIRST_GATEWAY + i for i in range(gateways)]
+        for node in gw_ids:
+            procs[node] = GatewayProcess({**base, "self_id": node}, prefix=prefix,
+                                         timeout=timeout)
+        chain = [CLIENT, *gw_ids, ECHO]
+        tables = chain_tables(chain, {n: p.address for n, p in procs.items()})
+        for node in reversed(chain):  # the client last: its update runs the measurement
+            peers, routes = tables[node]
+            reply = procs[node].request({"peers": {str(k): v for k, v in peers.items()},
+                                         "routes": {str(k): v for k, v in routes.items()}},
+                                        timeout=timeout * len(specs))
+        for p in procs.values():
+            p.stop()
+        return reply["results"]
+    finally:
+        for p in procs.values():
+            p.kill()
+
+
+def native_tools():
+    """Build (if needed) and return the paths of coc_pingpong and coc_relay."""
+    native = Path(__file__).resolve().parents[2] / "native"
+    if not (native / "Makefile").is_file() or shutil.which("make") is None:
+        raise CocError("coc bench engine needs the reference programs in native/tools/; "
+                       "run it from a source checkout of coc with make and a C compiler")
+    tools = [native / "build" / name for name in ("coc_pingpong", "coc_relay")]
+    result = subprocess.run(["make", "-C", str(native), "-s",
+                             *(str(t.relative_to(native)) for t in tools)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise CocError(f"building the reference programs failed:\n{result.stderr[-2000:]}")
+    return tools
+
+
+def _port(proc, timeout):
+    """Read the 'port N' line a reference program prints once it listens."""
+    import selectors
+
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            raise CocError(f"{proc.args[0]} did not report its port within {timeout} s")
+    words = proc.stdout.readline().split()
+    if len(words) != 2 or words[0] != "port":
+        raise CocError(f"{proc.args} did not start (exit code {proc.poll()})")
+    return words[1]
+
+
+def run_tcp(relays, specs, *, prefix=(), timeout=TIMEOUT):
+    """Plain TCP ping-pong through ``relays`` chained byte relays (0: direct)."""
+    pingpong, relay = native_tools()
+    procs = []
+    try:
+        def start(*args):
+            procs.append(subprocess.Popen([*prefix, *map(str, args)], stdout=subprocess.PIPE,
+                                          text=True))
+            return _port(procs[-1], timeout)
+
+        port = start(pingpong, "server", "127.0.0.1", 0)
+        for _ in range(relays):
+            port = start(relay, "127.0.0.1", 0, "127.0.0.1", port)
+        out = subprocess.run([*prefix, str(pingpong), "client", "127.0.0.1", port,
+                              *(f"{s}:{n}" for s, n in specs)], capture_output=True,
+                             text=True, timeout=timeout * len(specs), check=True).stdout
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(timeout=timeout)
+            p.stdout.close()
+    return [dict(zip(("size", "iters", "median_ns", "p99_ns"), map(int, line.split())))
+            for line in out.splitlines()]
+
+
+_RUNNERS = {"tcp": (run_tcp, 0), "relay1": (run_tcp, 1), "relay2": (run_tcp, 2),
+            "coc": (run_coc, 0), "gw1": (run_coc, 1), "gw2": (run_coc, 2)}
+
+
+def measure(sizes, *, pin=False, quick=False, repeat=1, options=None, progress=None):
+    """Run every path ``repeat`` times, interleaved, and return per-path median results."""
+    specs = [[s, iterations(s, quick)] for s in sizes]
+    prefix = ("taskset", "-c", "0") if pin else ()
+    runs = {key: [] for key, _ in PATHS}
+    for rep in range(repeat):
+        for key, _ in PATHS:
+            if progress:
+                progress(f"run {rep + 1}/{repeat}: {key}{' (pinned)' if pin else ''}")
+            runner, hops = _RUNNERS[key]
+            kwargs = {"options": options} if runner is run_coc else {}
+            runs[key].append(runner(hops, specs, prefix=prefix, **kwargs))
+    return {key: [{"size": rows[0]["size"], "iters": rows[0]["iters"],
+                   "median_ns": statistics.median(r["median_ns"] for r in rows),
+                   "p99_ns": statistics.median(r["p99_ns"] for r in rows)}
+                  for rows in zip(*results)]
+            for key, results in runs.items()}
+
+
+def _metric(results, key, size, metric):
+    row = next((r for r in results[key] if r["size"] == size), None)
+    if row is None:
+        return None
+    return row["median_ns"] if metric == "latency" else size / row["median_ns"]
+
+
+def ratios(results):
+    """Return the ratios issue 3 names: ``[(title, value, comparison, target, met)]``."""
+    out = []
+    for title, num, den, metric, cmp, target in RATIOS:
+        size = 8 if metric == "latency" else 4 << 20
+        a, b = _metric(results, num, size, metric), _metric(results, den, size, metric)
+        if a is None or b is None:
+            continue
+        value = a / b
+        met = {"<=": value <= target, "<": value < target, ">=": value >= target}[cmp]
+        out.append((title, value, cmp, target, met))
+    return out
+
+
+def _size_text(size):
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def format_report(results, title):
+    """Return the latency and bandwidth tables and the ratios as text."""
+    sizes = [r["size"] for r in results[PATHS[0][0]]]
+    head = f"{'size':>8} " + " ".join(f"{name:>16}" for _, name in PATHS)
+    lines = [title, "", "half round trip, median / p99 (µs)", head]
+    for i, size in enumerate(sizes):
+        cells = (f"{results[k][i]['median_ns'] / 1e3:.1f} / {results[k][i]['p99_ns'] / 1e3:.1f}"
+                 for k, _ in PATHS)
+        lines.append(f"{_size_text(size):>8} " + " ".join(f"{c:>16}" for c in cells))
+    lines += ["", "ping-pong bandwidth, size / median half round trip (MB/s)", head]
+    for i, size in enumerate(sizes):
+        if size:
+            cells = (f"{size / results[k][i]['median_ns'] * 1e3:.0f}" for k, _ in PATHS)
+            lines.append(f"{_size_text(size):>8} " + " ".join(f"{c:>16}" for c in cells))
+    lines += ["", "ratios (issue 3 targets)"]
+    for name, value, cmp, target, met in ratios(results):
+        lines.append(f"  {name:<46} {value:5.2f}  target {cmp} {target}  "
+                     f"{'met' if met else 'MISSED'}")
+    return "\n".join(lines)
+
+
+def _bench(args):
+    """Run ``coc bench engine``."""
+    sizes = QUICK_SIZES if args.quick else SIZES
+    options = {k: v for k, v in (("eager_limit", args.eager_limit),
+                                 ("fragment_size", args.fragment_size),
+                                 ("forward_window", args.forward_window)) if v}
+    modes = {"no": [False], "yes": [True], "both": [False, True]}[args.pin]
+    report = {"command": " ".join(sys.argv), "cpus": os.cpu_count(), "repeat": args.repeat,
+              "options": options, "runs": {}}
+    for pin in modes:
+        label = "pinned to CPU 0" if pin else "unpinned"
+        results = measure(sizes, pin=pin, quick=args.quick, repeat=args.repeat,
+                          options=options,
+                          progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+        print(format_report(results, f"coc bench engine, {label}, median of {args.repeat} "
+                                     f"run(s)"))
+        print()
+        report["runs"][label] = {"results": results, "ratios": [
+            dict(zip(("ratio", "value", "comparison", "target", "met"), r))
+            for r in ratios(results)]}
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def register(patterns):
+    """Add ``coc bench engine`` to the ``coc bench`` sub-commands."""
+    p = patterns.add_parser("engine", help="engine ping-pong through 0-2 gateways vs TCP "
+                                           "and C relays",
+                            description=__doc__.split("\n\n")[0])
+    p.add_argument("--pin", nargs="?", const="yes", default="no", choices=["no", "yes", "both"],
+                   help="run every process with taskset -c 0 (yes), or both ways (both)")
+    p.add_argument("--quick", action="store_true", help="fewer sizes and round trips")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run every path N times, interleaved, and report medians")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    for knob in ("eager-limit", "fragment-size", "forward-window"):
+        p.add_argument(f"--{knob}", type=int, default=0, metavar="BYTES",
+                       help=f"engine {knob.replace('-', ' ')} (0: engine default)")
+    p.set_defaults(func=_bench)
+
+
+# ---- one endpoint of the benchmark, run as ``python -m coc.bench.engine`` ------------------
+
+def _echo(eng, peer):
+    """Send every message back to ``peer`` until one with STOP_TAG arrives."""
+    from coc._native import engine as _engine
+
+    buf = aligned(4 << 20)
+    while True:
+        st = eng.irecv(buf, peer, _engine.ANY_TAG).wait(TIMEOUT)
+        if st.tag == STOP_TAG:
+            return []
+        eng.isend(buf[:st.count], peer).wait(TIMEOUT)
+
+
+def _client(eng, peer, specs):
+    """Time ping-pongs of every (size, iterations) with ``peer``; then stop it."""
+    results = []
+    for size, iters in specs:
+        sbuf, rbuf = aligned(size), aligned(size)
+        sbuf[:] = 0x5A
+        half = []
+        for k in range(iters // 10 + 2 + iters):
+            t0 = time.perf_counter_ns()
+            r = eng.irecv(rbuf, peer, 0)
+            eng.isend(sbuf, peer, 0).wait(TIMEOUT)
+            r.wait(TIMEOUT)
+            half.append((time.perf_counter_ns() - t0) // 2)
+        results.append(_summary(size, half[iters // 10 + 2:]))
+    eng.isend(b"", peer, STOP_TAG).wait(TIMEOUT)
+    return results
+
+
+def _endpoint_main():
+    """Be one endpoint: config line → address; update line → run role → results."""
+    from coc._native import engine as _engine
+
+    def reply(obj):
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    cfg = json.loads(sys.stdin.readline())
+    peer = ECHO if cfg["self_id"] == CLIENT else CLIENT
+    with _engine.Engine(cfg["self_id"], bytes.fromhex(cfg["secret"]),
+                        listen_host=cfg["listen_host"], **cfg.get("options", {})) as eng:
+        reply({"address": eng.address})
+        update = json.loads(sys.stdin.readline())
+        apply_update(eng, {int(k): v for k, v in update["peers"].items()},
+                     parse_routes(update["routes"]))
+        if cfg["role"] == "echo":
+            reply({"ok": True})
+            results = _echo(eng, peer)
+        else:
+            results = _client(eng, peer, cfg["specs"])
+            reply({"ok": True, "results": results})
+        sys.stdin.read()  # until EOF: the driver's signal to exit
+        reply({"exit": "eof", "stats": eng.stats()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_endpoint_main())

@@ -1,0 +1,354 @@
+"""Run a gateway daemon: an engine that only forwards, driven by JSON lines on stdin.
+
+``python -m coc.gateway`` reads its configuration as one JSON line on stdin (so the job's
+secret never appears on a command line), opens an :class:`coc._engine.Engine` with
+forwarding on, answers with one JSON line carrying its address, and then forwards in the
+engine's progress thread — the data path never enters Python — until stdin reaches EOF or
+SIGTERM/SIGINT arrives. Later lines on stdin update peers and routes. The protocol is
+described in ``docs/engine.md``.
+"""
+
+import json
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+
+from coc._native import engine as _engine
+from coc.errors import CocError, LaunchError
+
+__all__ = ["GatewayProcess", "parse_config", "parse_routes", "apply_update", "serve", "main"]
+
+log = logging.getLogger("coc.gateway")
+
+_OPTIONS = {"eager_limit": 0, "fragment_size": 0, "forward_window": 0, "log_interval": 1.0}
+
+
+class _Stop(Exception):
+    """Raised by the signal handler to leave the serving loop."""
+
+
+def _int_keys(mapping, what):
+    """Return ``mapping`` with its keys (endpoint ids as JSON strings) turned into ints."""
+    if not isinstance(mapping, dict):
+        raise ValueError(f"gateway config: '{what}' must be an object of endpoint id -> ..., "
+                         f"not {type(mapping).__name__}")
+    try:
+        return {int(k): v for k, v in mapping.items()}
+    except ValueError as exc:
+        raise ValueError(f"gateway config: '{what}' has a key that is not an endpoint id: "
+                         f"{exc}") from None
+
+
+def parse_routes(routes):
+    """Turn ``{dest: [[hop, weight], ...]}`` into ``{dest: (hops, weights)}``.
+
+    Examples
+    --------
+    >>> parse_routes({"5": [[10, 3], [11, 1]]})
+    {5: ([10, 11], [3, 1])}
+    """
+    parsed = {}
+    for dest, hops in _int_keys(routes, "routes").items():
+        try:
+            pairs = [(int(h), int(w)) for h, w in hops]
+        except (TypeError, ValueError):
+            raise ValueError(f"gateway config: route to {dest} must be a list of "
+                             f"[hop, weight] pairs, not {hops!r}") from None
+        if not pairs:
+            raise ValueError(f"gateway config: route to {dest} has no hops")
+        parsed[dest] = ([h for h, _ in pairs], [w for _, w in pairs])
+    return parsed
+
+
+def parse_config(doc):
+    """Check the first JSON document and return keyword arguments for the gateway.
+
+    Parameters
+    ----------
+    doc : dict
+        ``self_id`` (int), ``secret`` (hex string), and optionally ``listen_host``
+        (default ``"127.0.0.1"``), ``port_range`` ([min, max]), ``peers``
+        ({id: address}), ``routes`` ({dest: [[hop, weight], ...]}) and ``options``
+        (``eager_limit``, ``fragment_size``, ``forward_window``, ``log_interval``).
+
+    Returns
+    -------
+    dict
+        ``engine`` (keyword arguments of :class:`coc._engine.Engine`), ``peers``,
+        ``routes`` and ``log_interval``.
+
+    Examples
+    --------
+    >>> cfg = parse_config({"self_id": 9, "secret": "00" * 16, "routes": {"1": [[1, 1]]}})
+    >>> cfg["engine"]["self_id"], cfg["routes"]
+    (9, {1: ([1], [1])})
+    """
+    if not isinstance(doc, dict):
+        raise ValueError("gateway config must be a JSON object")
+    unknown = set(doc) - {"self_id", "secret", "listen_host", "port_range", "peers", "routes",
+                          "options"}
+    if unknown:
+        raise ValueError(f"gateway config: unknown keys {sorted(unknown)}")
+    for key in ("self_id", "secret"):
+        if key not in doc:
+            raise ValueError(f"gateway config: '{key}' is missing")
+    try:
+        secret = bytes.fromhex(doc["secret"])
+    except (TypeError, ValueError):
+        raise ValueError("gateway config: 'secret' must be a hex string") from None
+    options = dict(_OPTIONS)
+    extra = set(doc.get("options", {})) - set(_OPTIONS)
+    if extra:
+        raise ValueError(f"gateway config: unknown options {sorted(extra)}")
+    options.update(doc.get("options", {}))
+    log_interval = float(options.pop("log_interval"))
+    port_range = tuple(int(p) for p in doc.get("port_range", (0, 0)))
+    if len(port_range) != 2:
+        raise ValueError("gateway config: 'port_range' must be [min, max]")
+    engine = dict(self_id=int(doc["self_id"]), secret=secret,
+                  listen_host=doc.get("listen_host", "127.0.0.1"), port_range=port_range,
+                  forward=True, **{k: int(v) for k, v in options.items()})
+    return {"engine": engine,
+            "peers": {k: str(v) for k, v in _int_keys(doc.get("peers", {}), "peers").items()},
+            "routes": parse_routes(doc.get("routes", {})),
+            "log_interval": log_interval}
+
+
+def apply_update(eng, peers, routes):
+    """Give the engine its peers' addresses, then its routes."""
+    for pid, address in peers.items():
+        eng.add_peer(pid, address)
+    for dest, (hops, weights) in routes.items():
+        eng.set_route(dest, hops, weights)
+
+
+def _reply(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _move_log(eng):
+    for line in eng.take_log():
+        log.warning("%s", line)
+
+
+def _handle_line(eng, line):
+    """Apply one update line and answer it with ``ok`` and the current stats."""
+    try:
+        doc = json.loads(line)
+        if not isinstance(doc, dict) or set(doc) - {"peers", "routes"}:
+            raise ValueError("an update is an object with 'peers' and/or 'routes'")
+        peers = {k: str(v) for k, v in _int_keys(doc.get("peers", {}), "peers").items()}
+        apply_update(eng, peers, parse_routes(doc.get("routes", {})))
+    except (ValueError, TypeError, OSError, CocError) as exc:
+        log.error("bad update: %s", exc)
+        _reply({"error": str(exc)})
+        return
+    _reply({"ok": True, "stats": eng.stats()})
+
+
+def serve(eng, stdin_fd, log_interval):
+    """Answer update lines from ``stdin_fd`` until EOF; move engine log lines meanwhile."""
+    pending = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(stdin_fd, selectors.EVENT_READ)
+        while True:
+            ready = sel.select(log_interval)
+            _move_log(eng)
+            if not ready:
+                continue
+            chunk = os.read(stdin_fd, 65536)
+            if not chunk:
+                return "eof"
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    _handle_line(eng, line)
+
+
+def _json_keys(table):
+    """Return ``table`` with endpoint-id keys as strings, the way JSON carries them."""
+    return {str(k): v for k, v in (table or {}).items()}
+
+
+class GatewayProcess:
+    """Start and drive one gateway daemon through its stdin/stdout protocol.
+
+    Anything that speaks the same protocol (first line: configuration, answered with the
+    address; later lines: updates, answered with ``ok``; EOF: exit, answered with the final
+    stats) can be driven by naming its ``module``.
+
+    Parameters
+    ----------
+    config : dict
+        The first line (see :func:`parse_config`); ``secret`` may be bytes.
+    module : str
+        The module run as ``python -m module``.
+    prefix : sequence of str
+        Command words put before Python (e.g. ``["taskset", "-c", "0"]``).
+    timeout : float
+        Seconds to wait for each answer before raising :class:`coc.errors.LaunchError`.
+    stderr : file, optional
+        Where the daemon's log goes (default: inherited).
+    """
+
+    def __init__(self, config, *, module="coc.gateway", prefix=(), timeout=30.0, stderr=None):
+        config = dict(config)
+        if isinstance(config.get("secret"), (bytes, bytearray)):
+            config["secret"] = bytes(config["secret"]).hex()
+        for key in ("peers", "routes"):
+            if key in config:
+                config[key] = _json_keys(config[key])
+        self.module, self.timeout, self._buf = module, timeout, b""
+        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", module],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=stderr)
+        self.pid = self.proc.pid
+        self.final = None
+        try:
+            self.hello = self.request(config)
+        except BaseException:
+            self.kill()
+            raise
+        self.address = self.hello["address"]
+
+    def _line(self, timeout):
+        """Return the next JSON line the daemon printed; LaunchError on timeout or exit."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise LaunchError(f"{self.module} (pid {self.pid}) gave no answer "
+                                  f"within {timeout} s")
+            with selectors.DefaultSelector() as sel:
+                sel.register(fd, selectors.EVENT_READ)
+                if not sel.select(left):
+                    continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                code = self.proc.wait(timeout=5)
+                raise LaunchError(f"{self.module} (pid {self.pid}) exited with code {code} "
+                                  "without answering")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        reply = json.loads(line)
+        if "error" in reply:
+            raise LaunchError(f"{self.module} (pid {self.pid}): {reply['error']}")
+        return reply
+
+    def request(self, doc, timeout=None):
+        """Send one JSON line and return the JSON answer."""
+        self.proc.stdin.write(json.dumps(doc).encode() + b"\n")
+        self.proc.stdin.flush()
+        return self._line(self.timeout if timeout is None else timeout)
+
+    def update(self, peers=None, routes=None):
+        """Add peers (``{id: address}``) and routes (``{dest: [[hop, weight], ...]}``).
+
+        Returns the daemon's stats once the update is applied.
+        """
+        return self.request({"peers": _json_keys(peers), "routes": _json_keys(routes)})["stats"]
+
+    def stats(self):
+        """Return the daemon's current engine stats."""
+        return self.update()
+
+    def stop(self, timeout=None):
+        """Close stdin (the daemon's signal to exit) and return its final answer."""
+        if self.final is None and self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.final = self._line(self.timeout if timeout is None else timeout)
+                self.proc.wait(timeout=self.timeout)
+            finally:
+                self.kill()
+        return self.final
+
+    def kill(self):
+        """Terminate the daemon (KILL after a grace period) and reap it."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:  # stdin may hold unflushed bytes for a dead pipe
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()
+
+
+def _on_signal(signum, frame):
+    # A second signal during shutdown takes the default action (exits at once).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    raise _Stop(signal.Signals(signum).name)
+
+
+def _read_first_line(fd):
+    """Return the first line of ``fd`` without reading past it (later lines are updates)."""
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        data += byte
+    return bytes(data)
+
+
+def main(argv=None):
+    """Run the gateway daemon; return its exit code."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"coc.gateway[{os.getpid()}] %(levelname)s %(message)s")
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        first = _read_first_line(0)
+        if not first.strip():
+            raise ValueError("no configuration on stdin (expected one JSON line)")
+        cfg = parse_config(json.loads(first))
+        eng = _engine.Engine(**cfg["engine"])
+    except _Stop:
+        return 0
+    except (ValueError, OSError, CocError) as exc:
+        log.error("%s", exc)
+        _reply({"error": str(exc)})
+        return 2
+    with eng:
+        try:
+            apply_update(eng, cfg["peers"], cfg["routes"])
+            _reply({"address": eng.address, "self_id": eng.self_id, "pid": os.getpid()})
+            log.info("endpoint %d forwarding at %s", eng.self_id, eng.address)
+            reason = serve(eng, 0, cfg["log_interval"])
+        except _Stop as stop:
+            reason = str(stop)
+        except (ValueError, OSError, CocError) as exc:
+            log.error("%s", exc)
+            _reply({"error": str(exc)})
+            return 2
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        _move_log(eng)
+        stats = eng.stats()
+    log.info("stopping (%s): %s", reason, stats)
+    _reply({"exit": reason, "stats": stats})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Fixtures for engine tests: endpoints in this process, in spawned children, and gateways."""
+
+import multiprocessing
+import os
+import sys
+import tempfile
+
+import pytest
+
+# Children are spawned and import their programs by name, so put this folder on sys.path
+# (spawned children inherit sys.path).
+sys.path.insert(0, os.path.dirname(__file__))
+
+import engine_peers  # noqa: E402
+
+from coc._native import engine  # noqa: E402
+from coc.gateway import GatewayProcess  # noqa: E402
+
+TIMEOUT = 30.0
+SECRET = engine_peers.SECRET
+
+
+class Peer:
+    """One engine in a spawned child process running a scenario of engine_peers."""
+
+    def __init__(self, ctx, self_id, scenario, args, secret, engine_kwargs):
+        self.id = self_id
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=engine_peers.run, daemon=True,
+                                args=(child, self_id, secret, engine_kwargs, scenario, args))
+        self.proc.start()
+        child.close()
+        self.address = self.recv()
+
+    def recv(self, timeout=TIMEOUT):
+        """Return the next message from the child; fail the test on timeout or error."""
+        if not self.conn.poll(timeout):
+            raise AssertionError(f"endpoint {self.id} (pid {self.proc.pid}) sent nothing "
+                                 f"within {timeout} s")
+        msg = self.conn.recv()
+        if isinstance(msg, tuple) and msg[0] == "error":
+            raise AssertionError(f"endpoint {self.id} failed: {msg[1]}: {msg[2]}\n{msg[3]}")
+        return msg
+
+    def connect(self, peers, routes):
+        """Give the child its peers ``{id: address}`` and routes ``{dest: [hops]}`` or
+        ``{dest: ([hops], [weights])}``; return once they are set."""
+        routes = {d: (r if isinstance(r, tuple) else (r, None)) for d, r in routes.items()}
+        self.conn.send((peers, routes))
+        assert self.recv() == "ready"
+
+    def result(self, timeout=TIMEOUT):
+        """Return what the scenario returned."""
+        status, value = self.recv(timeout)
+        assert status == "ok"
+        return value
+
+    def reap(self):
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.conn.close()
+
+
+@pytest.fixture
+def spawn():
+    """Start ``spawn(self_id, scenario, **args)`` endpoints in children; reap them all."""
+    ctx = multiprocessing.get_context("spawn")
+    started = []
+
+    def start(self_id, scenario, *, secret=SECRET, engine_kwargs=None, **args):
+        peer = Peer(ctx, self_id, scenario, args, secret, engine_kwargs or {})
+        started.append(peer)
+        return peer
+
+    yield start
+    for peer in started:
+        peer.reap()
+
+
+@pytest.fixture
+def open_engine():
+    """Open ``open_engine(self_id, **kwargs)`` engines in this process; close them all."""
+    opened = []
+
+    def open_(self_id, *, secret=SECRET, **kwargs):
+        kwargs.setdefault("listen_host", "127.0.0.1")
+        eng = engine.Engine(self_id, secret, **kwargs)
+        opened.append(eng)
+        return eng
+
+    yield open_
+    for eng in opened:
+        eng.close()
+
+
+@pytest.fixture
+def gateway():
+    """Start ``gateway(self_id, peers=..., routes=...)`` daemons; kill and reap them all.
+
+    A daemon's log is printed when the test fails (pytest shows captured stdout).
+    """
+    started = []
+
+    def start(self_id, *, secret=SECRET, peers=None, routes=None, options=None):
+        log = tempfile.TemporaryFile()
+        gw = GatewayProcess({"self_id": self_id, "secret": secret, "peers": peers or {},
+                             "routes": routes or {}, "options": options or {}},
+                            timeout=TIMEOUT, stderr=log)
+        started.append((gw, log))
+        return gw
+
+    yield start
+    for gw, log in started:
+        gw.kill()
+        log.seek(0)
+        text = log.read().decode(errors="replace")
+        if text:
+            print(f"--- gateway {gw.pid} log ---\n{text}")
+        log.close()
+

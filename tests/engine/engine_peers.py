@@ -1,0 +1,111 @@
+"""Programs the engine tests run in child processes (spawned, so this module is importable).
+
+Each scenario is ``scenario(eng, conn, **args)``: ``eng`` is the child's open engine with its
+peers and routes set, ``conn`` the pipe to the test; the return value goes back to the test.
+"""
+
+import os
+import signal
+import time
+import traceback
+
+import numpy as np
+
+from coc._native import engine
+
+TIMEOUT = 30.0
+SECRET = bytes(range(32))  # the job secret every test endpoint shares
+
+
+def run(conn, self_id, secret, engine_kwargs, scenario, args):
+    """Open an engine, trade addresses with the test, then run ``scenario``."""
+    try:
+        with engine.Engine(self_id, secret, listen_host="127.0.0.1", **engine_kwargs) as eng:
+            conn.send(eng.address)
+            peers, routes = conn.recv()
+            for pid, address in peers.items():
+                eng.add_peer(pid, address)
+            for dest, (hops, weights) in routes.items():
+                eng.set_route(dest, hops, weights)
+            conn.send("ready")
+            conn.send(("ok", globals()[scenario](eng, conn, **args)))
+    except BaseException as exc:  # report everything, KeyboardInterrupt included
+        conn.send(("error", type(exc).__name__, str(exc), traceback.format_exc()))
+
+
+def payload(seq, size):
+    """Bytes of message ``seq``: its number in the first 8 bytes, then a pattern."""
+    buf = np.full(size, seq % 251, dtype=np.uint8)
+    if size >= 8:
+        buf[:8] = np.frombuffer(np.uint64(seq).tobytes(), dtype=np.uint8)
+    return buf
+
+
+def seq_of(buf):
+    """Return the sequence number :func:`payload` wrote into ``buf``."""
+    return int(np.frombuffer(bytes(buf[:8]), dtype=np.uint64)[0])
+
+
+def echo(eng, conn, peer, count, capacity=8 << 20):
+    """Send ``count`` messages back to ``peer`` with their tag and context."""
+    buf = bytearray(capacity)
+    for _ in range(count):
+        st = eng.irecv(buf, peer, engine.ANY_TAG).wait(TIMEOUT)
+        eng.isend(memoryview(buf)[:st.count], peer, st.tag).wait(TIMEOUT)
+    return count
+
+
+def send_stream(eng, conn, dest, sizes, contexts=1, start_after=None):
+    """Send message i (of sizes[i] bytes) on context i % contexts, all posted at once."""
+    if start_after:
+        assert conn.recv() == start_after
+    msgs = [payload(i, n) for i, n in enumerate(sizes)]
+    reqs = [eng.isend(m, dest, tag=i % 1000, context=i % contexts) for i, m in enumerate(msgs)]
+    for r in reqs:
+        r.wait(TIMEOUT)
+    return len(reqs)
+
+
+def send_tagged(eng, conn, dest, items):
+    """Send each (tag, bytes) item in turn."""
+    for tag, data in items:
+        eng.isend(data, dest, tag).wait(TIMEOUT)
+    return len(items)
+
+
+def try_send(eng, conn, dest, data):
+    """Send once; return the error's class name, or None when the send completed."""
+    try:
+        eng.isend(data, dest).wait(10)
+    except Exception as exc:  # the test asserts which
+        return type(exc).__name__
+    return None
+
+
+def recv_stream(eng, conn, source, sizes):
+    """Post receives for ``sizes`` from ``source``, report "posted", return sequence numbers."""
+    bufs = [np.empty(n, dtype=np.uint8) for n in sizes]
+    reqs = [eng.irecv(b, source, engine.ANY_TAG) for b in bufs]
+    conn.send("posted")
+    for r in reqs:
+        r.wait(120)
+    return [seq_of(b) for b in bufs], all((b[8:] == i % 251).all() for i, b in enumerate(bufs))
+
+
+def die_mid_send(eng, conn, dest, size, after):
+    """Start sending ``size`` bytes, then kill this process after ``after`` seconds."""
+    data = np.ones(size, dtype=np.uint8)
+    eng.isend(data, dest)
+    time.sleep(after)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def wait_forever(eng, conn):
+    """Block in a receive nobody sends; report the time KeyboardInterrupt ends it."""
+    req = eng.irecv(bytearray(8), engine.ANY_SOURCE)
+    conn.send("waiting")
+    try:
+        req.wait()
+    except KeyboardInterrupt:
+        return time.monotonic()
+    return None

@@ -1,0 +1,139 @@
+"""Forwarding through gateway daemons (``python -m coc.gateway``) between real processes."""
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import engine_peers
+from coc import errors
+
+TIMEOUT = 30.0
+EAGER = 64 << 10
+SIZES = [0, 10, EAGER, EAGER + 1, 3 << 20]  # eager and rendezvous
+
+
+def _round_trips(me, peer, sizes):
+    for i, size in enumerate(sizes):
+        data = engine_peers.payload(i, size)
+        out = np.zeros(size, dtype=np.uint8)
+        r = me.irecv(out, peer, tag=i)
+        me.isend(data, peer, tag=i).wait(TIMEOUT)
+        assert r.wait(TIMEOUT).count == size
+        assert (out == data).all()
+
+
+def _rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def test_one_gateway_is_the_only_path(open_engine, spawn, gateway):
+    me = open_engine(1, eager_limit=EAGER)
+    child = spawn(2, "echo", peer=1, count=len(SIZES), engine_kwargs={"eager_limit": EAGER})
+    gw = gateway(10, peers={1: me.address, 2: child.address}, routes={1: [[1, 1]], 2: [[2, 1]]})
+    me.add_peer(10, gw.address)
+    me.add_peer(2, child.address)  # known, yet the route says: through the gateway
+    me.set_route(2, [10])
+    child.connect({10: gw.address}, {1: [10]})
+    _round_trips(me, 2, SIZES)
+    assert child.result() == len(SIZES)
+    stats = gw.stats()
+    assert stats["frames_forwarded"] >= 2 * len(SIZES)
+    assert stats["bytes_forwarded"] >= 2 * sum(SIZES)
+    assert me.stats()["connections_open"] == 1, "the sender connected around the gateway"
+    with pytest.raises(errors.NoRouteError):
+        me.isend(b"x", 3).wait(TIMEOUT)
+
+
+def test_two_gateways_in_a_row(open_engine, spawn, gateway):
+    me = open_engine(1, eager_limit=EAGER)
+    child = spawn(2, "echo", peer=1, count=len(SIZES), engine_kwargs={"eager_limit": EAGER})
+    g1 = gateway(10, peers={1: me.address}, routes={1: [[1, 1]]})
+    g2 = gateway(11, peers={2: child.address}, routes={2: [[2, 1]]})
+    g1.update(peers={11: g2.address}, routes={2: [[11, 1]]})
+    g2.update(peers={10: g1.address}, routes={1: [[10, 1]]})
+    me.add_peer(10, g1.address)
+    me.set_route(2, [10])
+    child.connect({11: g2.address}, {1: [11]})
+    _round_trips(me, 2, SIZES)
+    assert child.result() == len(SIZES)
+    for gw in (g1, g2):
+        assert gw.stats()["frames_forwarded"] >= 2 * len(SIZES)
+    final = g1.stop()
+    assert final["exit"] == "eof" and final["stats"]["frames_forwarded"] >= 2 * len(SIZES)
+
+
+def test_two_gateways_share_load_in_order(open_engine, spawn, gateway):
+    contexts = 16
+    sizes = [(i * 7919) % (2 * EAGER) + 8 for i in range(2000)]
+    me = open_engine(1, eager_limit=EAGER)
+    child = spawn(2, "send_stream", dest=1, sizes=sizes, contexts=contexts,
+                  engine_kwargs={"eager_limit": EAGER})
+    ends = {1: me.address, 2: child.address}
+    gws = [gateway(g, peers=ends, routes={1: [[1, 1]], 2: [[2, 1]]}) for g in (10, 11)]
+    for gw, g in zip(gws, (10, 11)):
+        me.add_peer(g, gw.address)
+    me.set_route(2, [10, 11], [1, 1])
+    child.connect({10: gws[0].address, 11: gws[1].address}, {1: ([10, 11], [1, 1])})
+    buf = np.empty(max(sizes), dtype=np.uint8)
+    for ctx in range(contexts):  # drain one context after the other: order per stream
+        got = []
+        for _ in range(ctx, len(sizes), contexts):
+            st = me.irecv(buf, 2, context=ctx).wait(TIMEOUT)
+            got.append(engine_peers.seq_of(buf))
+            assert st.count == sizes[got[-1]]
+        assert got == list(range(ctx, len(sizes), contexts))
+    assert child.result() == len(sizes)
+    shares = [gw.stats()["frames_forwarded"] for gw in gws]
+    assert min(shares) > 0.2 * sum(shares), f"load not shared: {shares}"
+
+
+def test_gateway_memory_stays_bounded_when_receiver_stops_reading(open_engine, spawn, gateway):
+    msg, count, bound = 32 << 10, 6400, 64 << 20  # 200 MiB of eager messages
+    me = open_engine(1, eager_limit=EAGER)
+    child = spawn(2, "recv_stream", source=1, sizes=[msg] * count,
+                  engine_kwargs={"eager_limit": EAGER})
+    gw = gateway(10, peers={1: me.address, 2: child.address}, routes={1: [[1, 1]], 2: [[2, 1]]})
+    me.add_peer(10, gw.address)
+    me.set_route(2, [10])
+    child.connect({10: gw.address}, {1: [10]})
+    assert child.recv() == "posted"
+    baseline = _rss_bytes(gw.pid)
+    os.kill(child.proc.pid, signal.SIGSTOP)
+    try:
+        sends = [me.isend(engine_peers.payload(i, msg), 2) for i in range(count)]
+        time.sleep(3)
+        stalled = gw.stats()
+        grown = _rss_bytes(gw.pid) - baseline
+        done = sum(r.done for r in sends)
+    finally:
+        os.kill(child.proc.pid, signal.SIGCONT)
+    assert grown < bound, f"gateway grew by {grown >> 20} MiB while the receiver slept"
+    assert stalled["forward_bytes_buffered"] < bound
+    assert done < count // 2, "the sender was not slowed by the stalled receiver"
+    for r in sends:
+        r.wait(120)
+    seqs, intact = child.result(timeout=120)
+    assert seqs == list(range(count)) and intact
+    assert gw.stats()["forward_bytes_buffered_max"] < bound
+
+
+def test_stranger_is_rejected_by_the_gateway(open_engine, spawn, gateway):
+    me = open_engine(1)
+    gw = gateway(10, peers={1: me.address}, routes={1: [[1, 1]]})
+    stranger = spawn(2, "try_send", dest=1, data=b"intruder" * 100, secret=b"z" * 32)
+    gw.update(peers={2: stranger.address}, routes={2: [[2, 1]]})
+    req = me.irecv(bytearray(1000))
+    stranger.connect({10: gw.address}, {1: [10]})
+    assert stranger.result() is not None, "a send with the wrong secret reported success"
+    with pytest.raises(errors.CocTimeoutError):
+        req.wait(1.0)
+    stats = gw.stop()["stats"]
+    assert stats["auth_failures"] >= 1 and stats["frames_forwarded"] == 0
+    req.cancel()

@@ -1,0 +1,66 @@
+"""The gateway daemon's stdin/stdout protocol, signals and exit."""
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import engine_peers
+from coc.errors import LaunchError
+from coc.gateway import GatewayProcess
+
+TIMEOUT = 30.0
+
+
+def test_secret_stays_off_the_command_line(gateway):
+    gw = gateway(10)
+    with open(f"/proc/{gw.pid}/cmdline", "rb") as f:
+        cmdline = f.read()
+    assert engine_peers.SECRET.hex().encode() not in cmdline
+    assert gw.hello["self_id"] == 10 and gw.hello["pid"] == gw.pid
+    assert gw.address.startswith("tcp://127.0.0.1:")
+
+
+def test_eof_stops_with_final_stats(gateway):
+    gw = gateway(10)
+    final = gw.stop()
+    assert final["exit"] == "eof"
+    assert set(final["stats"]) >= {"frames_forwarded", "forward_bytes_buffered_max"}
+    assert gw.proc.returncode == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_with_final_stats(gateway, sig):
+    gw = gateway(10)
+    gw.proc.send_signal(sig)
+    final = gw._line(TIMEOUT)
+    assert final["exit"] == sig.name and "stats" in final
+    assert gw.proc.wait(TIMEOUT) == 0
+
+
+def test_bad_update_is_answered_and_daemon_keeps_running(gateway):
+    gw = gateway(10)
+    with pytest.raises(LaunchError, match="route to 5"):
+        gw.request({"routes": {"5": "nowhere"}})
+    with pytest.raises(LaunchError, match="update"):
+        gw.request({"stop": True})
+    assert gw.stats()["connections_open"] == 0
+
+
+@pytest.mark.parametrize("config,message", [
+    ({"secret": "00" * 32}, "'self_id' is missing"),
+    ({"self_id": 1, "secret": "not hex"}, "'secret' must be a hex string"),
+    ({"self_id": 1, "secret": "00" * 4}, "secret"),  # too short: the engine refuses it
+    ({"self_id": 1, "secret": "00" * 32, "colour": "red"}, "unknown keys"),
+])
+def test_bad_config_fails_with_a_clear_error(config, message):
+    with pytest.raises(LaunchError, match=message):
+        GatewayProcess(config, timeout=TIMEOUT, stderr=subprocess.DEVNULL)
+
+
+def test_empty_stdin_exits_with_code_2():
+    result = subprocess.run([sys.executable, "-m", "coc.gateway"], input=b"",
+                            capture_output=True, timeout=TIMEOUT)
+    assert result.returncode == 2
+    assert b"no configuration" in result.stdout

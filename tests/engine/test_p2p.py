@@ -1,0 +1,281 @@
+"""Point-to-point through the binding between real processes on loopback."""
+
+import gc
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import engine_peers
+from coc import errors
+from coc._native import engine
+
+TIMEOUT = 30.0
+EAGER = 4096  # set on every engine here, so both protocols are exercised on purpose
+
+
+@pytest.fixture
+def echo_pair(open_engine, spawn):
+    """This process as endpoint 1 and an echo child as endpoint 2, directly connected."""
+    def make(count):
+        me = open_engine(1, eager_limit=EAGER)
+        child = spawn(2, "echo", peer=1, count=count, engine_kwargs={"eager_limit": EAGER})
+        me.add_peer(2, child.address)
+        me.set_route(2, [2])
+        child.connect({1: me.address}, {1: [1]})
+        return me, child
+    return make
+
+
+def _kinds(size):
+    """The same bytes as each buffer type a user may send."""
+    data = engine_peers.payload(7, size)
+    return {"numpy": data, "bytes": data.tobytes(), "bytearray": bytearray(data.tobytes()),
+            "memoryview": memoryview(bytearray(data.tobytes()))}
+
+
+@pytest.mark.parametrize("size", [0, 100, EAGER, EAGER + 1, 3 << 20],
+                         ids=["empty", "eager", "eager-limit", "rendezvous", "rendezvous-3MiB"])
+def test_round_trip_every_buffer_kind(echo_pair, size):
+    me, child = echo_pair(4)
+    for kind, data in _kinds(size).items():
+        out = np.zeros(size, dtype=np.uint8)
+        r = me.irecv(out, 2, tag=5)
+        me.isend(data, 2, tag=5).wait(TIMEOUT)
+        st = r.wait(TIMEOUT)
+        assert (st.source, st.tag, st.context, st.count) == (2, 5, 0, size), kind
+        assert out.tobytes() == bytes(data), kind
+    assert child.result() == 4
+
+
+def test_receive_fills_the_callers_memory_in_place(echo_pair):
+    me, child = echo_pair(2)
+    for size in (100, 1 << 20):
+        backing = bytearray(size + 64)
+        window = memoryview(backing)[32:32 + size]  # a view into the middle of a bytearray
+        arr = np.zeros(size, dtype=np.uint8)
+        address = arr.ctypes.data
+        r1 = me.irecv(window, 2, tag=1)
+        me.isend(engine_peers.payload(3, size), 2, tag=1).wait(TIMEOUT)
+        r1.wait(TIMEOUT)
+        assert backing[:32] == bytes(32) and backing[-32:] == bytes(32)
+        assert engine_peers.seq_of(window) == 3
+        r2 = me.irecv(arr, 2, tag=1)
+        me.isend(engine_peers.payload(4, size), 2, tag=1).wait(TIMEOUT)
+        r2.wait(TIMEOUT)
+        assert arr.ctypes.data == address and engine_peers.seq_of(arr) == 4
+    assert child.result() == 2
+
+
+def test_receive_buffers_must_be_writable_and_contiguous(open_engine):
+    me = open_engine(1)
+    with pytest.raises(BufferError):
+        me.irecv(b"read-only bytes")
+    with pytest.raises((BufferError, ValueError)):
+        me.irecv(np.zeros((4, 4), dtype=np.uint8)[:, 1])
+
+
+def test_dropped_request_keeps_its_buffer_until_done(open_engine, spawn):
+    me = open_engine(1)
+    child = spawn(2, "send_tagged", dest=1, items=[(9, b"x" * 1000)])
+    me.add_peer(2, child.address)
+    me.set_route(2, [2])
+    buf = bytearray(1000)
+    me.irecv(buf, 2, 9)  # the request object is dropped at once
+    with pytest.raises(BufferError):
+        buf.extend(b"more")  # still exported to the engine: cannot move
+    child.connect({1: me.address}, {1: [1]})
+    assert child.result() == 1
+    deadline = time.monotonic() + TIMEOUT
+    while bytes(buf) != b"x" * 1000:
+        assert time.monotonic() < deadline, "message never landed in the dropped receive"
+        time.sleep(0.01)
+
+
+def test_many_concurrent_messages_arrive_in_order_per_context(open_engine, spawn):
+    sizes = [(i * 7919) % (3 * EAGER) + 8 for i in range(1500)] + [64 << 10] * 20
+    me = open_engine(1, eager_limit=EAGER)
+    child = spawn(2, "send_stream", dest=1, sizes=sizes, contexts=3,
+                  engine_kwargs={"eager_limit": EAGER})
+    me.add_peer(2, child.address)
+    me.set_route(2, [2])
+    child.connect({1: me.address}, {1: [1]})
+    seen = {0: [], 1: [], 2: []}
+    buf = np.empty(max(sizes), dtype=np.uint8)
+    for i in range(len(sizes)):
+        ctx = i % 3
+        st = me.irecv(buf, 2, engine.ANY_TAG, context=ctx).wait(TIMEOUT)
+        seen[ctx].append((engine_peers.seq_of(buf), st.tag, st.count))
+    for ctx, got in seen.items():
+        assert [s for s, _, _ in got] == list(range(ctx, len(sizes), 3))
+        assert all(tag == s % 1000 and count == sizes[s] for s, tag, count in got)
+    assert child.result() == len(sizes)
+
+
+def test_any_source_and_any_tag_match_by_posting_order(open_engine, spawn):
+    me = open_engine(1)
+    kids = [spawn(i, "send_tagged", dest=1, items=[(10 + i, bytes([i]) * (i * 1000))])
+            for i in (2, 3)]
+    for kid in kids:
+        me.add_peer(kid.id, kid.address)
+        me.set_route(kid.id, [kid.id])
+    buf = bytearray(10000)
+    only3 = me.irecv(bytearray(10000), engine.ANY_SOURCE, tag=13)
+    anything = me.irecv(buf, engine.ANY_SOURCE, engine.ANY_TAG)
+    for kid in kids:
+        kid.connect({1: me.address}, {1: [1]})
+    st3 = only3.wait(TIMEOUT)
+    st = anything.wait(TIMEOUT)
+    assert (st3.source, st3.tag, st3.count) == (3, 13, 3000)
+    assert (st.source, st.tag, st.count) == (2, 12, 2000)
+    assert bytes(buf[:2000]) == b"\x02" * 2000
+    assert [k.result() for k in kids] == [1, 1]
+
+
+@pytest.mark.parametrize("size", [1000, 1 << 20], ids=["eager", "rendezvous"])
+def test_truncation_names_source_tag_and_sizes(open_engine, spawn, size):
+    me = open_engine(1, eager_limit=EAGER)
+    child = spawn(2, "send_tagged", dest=1, items=[(7, b"t" * size)],
+                  engine_kwargs={"eager_limit": EAGER})
+    me.add_peer(2, child.address)
+    me.set_route(2, [2])
+    small = bytearray(100)
+    req = me.irecv(small, 2, 7)
+    child.connect({1: me.address}, {1: [1]})
+    with pytest.raises(errors.TruncationError) as info:
+        req.wait(TIMEOUT)
+    exc = info.value
+    assert (exc.source, exc.tag, exc.size, exc.capacity) == (2, 7, size, 100)
+    for word in ("endpoint 2", "tag 7", str(size), "100"):
+        assert word in str(exc)
+    assert bytes(small) == b"t" * 100  # the first capacity bytes are delivered
+    child.result()
+
+
+def test_probe_reports_size_before_receive(open_engine, spawn):
+    me = open_engine(1, eager_limit=EAGER)
+    assert me.iprobe() is None
+    with pytest.raises(errors.CocTimeoutError):
+        me.probe(timeout=0.1)
+    sizes = {3: 12345, 4: 5 << 20}  # one eager-announced, one rendezvous
+    child = spawn(2, "send_tagged", dest=1, items=[(t, b"p" * n) for t, n in sizes.items()],
+                  engine_kwargs={"eager_limit": EAGER})
+    me.add_peer(2, child.address)
+    me.set_route(2, [2])
+    child.connect({1: me.address}, {1: [1]})
+    st = me.probe(2, tag=4, timeout=TIMEOUT)
+    assert (st.source, st.tag, st.count) == (2, 4, sizes[4])
+    assert me.stats()["unexpected_bytes"] < sizes[4], "rendezvous payload sent unasked"
+    assert me.iprobe(2, 3) == engine.Status(2, 3, 0, sizes[3])
+    for tag, n in sizes.items():
+        buf = bytearray(me.iprobe(2, tag).count)
+        assert me.irecv(buf, 2, tag).wait(TIMEOUT).count == n
+        assert buf == b"p" * n
+    assert me.iprobe() is None
+    child.result()
+
+
+def test_wait_timeout_leaves_request_pending_and_cancel_ends_it(open_engine):
+    me = open_engine(1)
+    req = me.irecv(bytearray(8), engine.ANY_SOURCE)
+    t0 = time.monotonic()
+    with pytest.raises(errors.CocTimeoutError, match="any source"):
+        req.wait(0.2)
+    assert 0.15 < time.monotonic() - t0 < 5
+    assert not req.done and req.test() is None
+    assert req.cancel() is True
+    with pytest.raises(errors.CancelledError):
+        req.wait(TIMEOUT)
+
+
+def test_send_without_route_is_refused(open_engine):
+    me = open_engine(1)
+    with pytest.raises(errors.NoRouteError):
+        me.isend(b"hello", 99).wait(TIMEOUT)
+
+
+def test_close_is_idempotent_and_fails_pending_requests(open_engine):
+    me = open_engine(1)
+    req = me.irecv(bytearray(8))
+    buf_kept = bytearray(8)
+    req2 = me.irecv(buf_kept)
+    del req2
+    me.close()
+    me.close()
+    assert me.closed
+    with pytest.raises(errors.ClosedError):
+        req.wait(TIMEOUT)
+    buf_kept.extend(b"free")  # released by close
+    with pytest.raises(errors.ClosedError):
+        me.isend(b"x", 1)
+
+
+def test_engine_collected_open_warns():
+    eng = engine.Engine(1, engine_peers.SECRET)
+    with pytest.warns(ResourceWarning, match="unclosed"):
+        del eng
+        gc.collect()
+
+
+def test_forked_child_does_not_close_parents_engine(echo_pair):
+    me, child = echo_pair(1)
+    pid = os.fork()
+    if pid == 0:  # the child: dropping and closing must leave the parent's engine alone
+        code = 0
+        try:
+            me.close()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    out = bytearray(5)
+    r = me.irecv(out, 2)
+    me.isend(b"alive", 2).wait(TIMEOUT)
+    r.wait(TIMEOUT)
+    assert out == b"alive"
+    assert child.result() == 1
+
+
+def test_wrong_secret_is_rejected_and_nothing_delivered(open_engine, spawn):
+    me = open_engine(1)
+    stranger = spawn(2, "try_send", dest=1, data=b"intruder" * 100, secret=b"z" * 32)
+    me.add_peer(2, stranger.address)
+    me.set_route(2, [2])
+    req = me.irecv(bytearray(1000), engine.ANY_SOURCE)
+    stranger.connect({1: me.address}, {1: [1]})
+    assert stranger.result() is not None, "a send with the wrong secret reported success"
+    with pytest.raises(errors.CocTimeoutError):
+        req.wait(1.0)
+    assert me.stats()["auth_failures"] >= 1
+    assert any("auth" in line.lower() for line in me.take_log())
+    req.cancel()
+
+
+def test_peer_dying_mid_message_raises_peer_lost(open_engine, spawn):
+    size = 512 << 20
+    me = open_engine(1)
+    child = spawn(2, "die_mid_send", dest=1, size=size, after=0.05)
+    me.add_peer(2, child.address)
+    me.set_route(2, [2])
+    buf = np.empty(size, dtype=np.uint8)
+    req = me.irecv(buf, 2)
+    child.connect({1: me.address}, {1: [1]})
+    with pytest.raises(errors.PeerLost, match="endpoint 2") as info:
+        req.wait(TIMEOUT)
+    assert info.value.peer == 2
+    child.proc.join(TIMEOUT)
+    assert child.proc.exitcode == -signal.SIGKILL
+
+
+def test_ctrl_c_interrupts_a_blocked_wait(spawn):
+    child = spawn(2, "wait_forever")
+    child.connect({}, {})
+    assert child.recv() == "waiting"
+    time.sleep(0.2)  # let it enter the wait
+    sent = time.monotonic()
+    os.kill(child.proc.pid, signal.SIGINT)
+    stopped = child.result(timeout=10)
+    assert stopped is not None and stopped - sent < 1.0
