@@ -157,6 +157,7 @@ def up(topology, name=None, scale=None):
     TestbedError
         Not root, a tool missing or failing, or an address the topology cannot hold.
     """
+    netns.require_root("up")
     G = _graph(topology)
     if scale is not None:
         G = scale_topology(G, scale)
@@ -168,6 +169,7 @@ def up(topology, name=None, scale=None):
 
 def down(name):
     """Remove testbed ``name`` and everything it made; return counts and the time it took."""
+    netns.require_root("down")
     return build.destroy(name)
 
 
