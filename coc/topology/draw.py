@@ -222,7 +222,7 @@ def _place_shared(D, pos, alone):
         x, y = tuple(sum(c) / len(means) for c in zip(*means)) if means else (0.0, 0.0)
         if alone:
             (ux, uy), _, _, gap, _, _ = next(iter(alone.values()))
-            x, y = x + gap * ux, y + gap * uy
+            x, y = x + 2 * gap * ux, y + 2 * gap * uy
         step, y0 = 0, y
         while _overlaps(D, pos, n, (x, y)):
             step += 1
@@ -291,6 +291,12 @@ def _render(ax, G, route):
             colors=_ROUTE_COLOR if kind == "route" else (col or "#555555"),
             alpha=1.0 if kind != "interface" else 0.45, capstyle="round"))
 
+    for u, v, a in D.edges(data=True):
+        if a["kind"] == "link":
+            (x1, y1), (x2, y2) = pos[u], pos[v]
+            ax.annotate(format_bandwidth(a["bandwidth"]), ((x1 + x2) / 2, (y1 + y2) / 2),
+                        ha="center", va="center", fontsize=6.5, color="#333333", zorder=5,
+                        bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.9))
     for n, a in D.nodes(data=True):
         x, y = pos[n]
         if a["kind"] == "network":
