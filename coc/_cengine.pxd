@@ -47,6 +47,8 @@ cdef extern from "coc/coc.h" nogil:
         size_t fragment_size
         size_t forward_window
         uint32_t flags
+        uint32_t handshake_timeout_ms
+        int32_t spin_ns
 
     void coc_engine_config_init(coc_engine_config *cfg)
     int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)

@@ -316,6 +316,10 @@ cdef class Engine:
         Tuning knobs in bytes; 0 keeps the engine's default.
     forward : bool
         Forward frames addressed to other endpoints (a gateway).
+    handshake_timeout_ms : int
+        Drop a connection not authenticated by then; 0 keeps the default.
+    spin_ns : int
+        How long waits poll before sleeping; 0 keeps the default, negative never spins.
     """
     cdef c.coc_engine *_e
     cdef int _pid
@@ -331,7 +335,8 @@ cdef class Engine:
         self._sweep_at = 64
 
     def __init__(self, self_id, secret, *, listen_host=None, port_range=(0, 0),
-                 eager_limit=0, fragment_size=0, forward_window=0, forward=False):
+                 eager_limit=0, fragment_size=0, forward_window=0, forward=False,
+                 handshake_timeout_ms=0, spin_ns=0):
         cdef c.coc_engine_config cfg
         cdef c.coc_engine *e = NULL
         cdef const unsigned char[::1] key = bytes(secret)
@@ -348,6 +353,7 @@ cdef class Engine:
         cfg.eager_limit, cfg.fragment_size = eager_limit, fragment_size
         cfg.forward_window = forward_window
         cfg.flags = c.COC_ENGINE_FORWARD if forward else 0
+        cfg.handshake_timeout_ms, cfg.spin_ns = handshake_timeout_ms, spin_ns
         with nogil:
             rc = c.coc_engine_open(&cfg, &e)
         check(rc, f"open engine for endpoint {self_id}")

@@ -24,7 +24,8 @@ __all__ = ["GatewayProcess", "parse_config", "parse_routes", "apply_update", "se
 
 log = logging.getLogger("coc.gateway")
 
-_OPTIONS = {"eager_limit": 0, "fragment_size": 0, "forward_window": 0, "log_interval": 1.0}
+_OPTIONS = {"eager_limit": 0, "fragment_size": 0, "forward_window": 0,
+            "handshake_timeout_ms": 0, "spin_ns": 0, "log_interval": 1.0}
 
 
 class _Stop(Exception):
@@ -73,7 +74,8 @@ def parse_config(doc):
         ``self_id`` (int), ``secret`` (hex string), and optionally ``listen_host``
         (default ``"127.0.0.1"``), ``port_range`` ([min, max]), ``peers``
         ({id: address}), ``routes`` ({dest: [[hop, weight], ...]}) and ``options``
-        (``eager_limit``, ``fragment_size``, ``forward_window``, ``log_interval``).
+        (``eager_limit``, ``fragment_size``, ``forward_window``, ``handshake_timeout_ms``,
+        ``spin_ns``, ``log_interval``).
 
     Returns
     -------

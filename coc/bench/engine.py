@@ -266,7 +266,8 @@ def _bench(args):
     sizes = QUICK_SIZES if args.quick else SIZES
     options = {k: v for k, v in (("eager_limit", args.eager_limit),
                                  ("fragment_size", args.fragment_size),
-                                 ("forward_window", args.forward_window)) if v}
+                                 ("forward_window", args.forward_window),
+                                 ("spin_ns", args.spin_ns)) if v}
     modes = {"no": [False], "yes": [True], "both": [False, True]}[args.pin]
     report = {"command": " ".join(sys.argv), "cpus": os.cpu_count(), "repeat": args.repeat,
               "options": options, "runs": {}}
@@ -300,6 +301,8 @@ def register(patterns):
     for knob in ("eager-limit", "fragment-size", "forward-window"):
         p.add_argument(f"--{knob}", type=int, default=0, metavar="BYTES",
                        help=f"engine {knob.replace('-', ' ')} (0: engine default)")
+    p.add_argument("--spin-ns", type=int, default=0, metavar="NS",
+                   help="how long waits poll before sleeping (0: default, -1: never)")
     p.set_defaults(func=_bench)
 
 
