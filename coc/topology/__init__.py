@@ -1,10 +1,13 @@
 """The topology of a cluster of clusters: sites, hosts, networks, gateways, routes and levels."""
 
+from coc.topology.levels import LEVELS, levels
 from coc.topology.model import (DEFAULT_FORWARD_COST, ROLES, SCOPES, SPAWNERS, TECHNOLOGIES,
                                 Topology, from_dict, hosts, library_names, library_path, load,
                                 loads, networks, placement_slots, sites, to_dict)
+from coc.topology.routing import Hop, Route, route
 from coc.topology.validate import validate
 
 __all__ = ["Topology", "load", "loads", "from_dict", "to_dict", "validate", "sites", "hosts",
-           "networks", "placement_slots", "library_names", "library_path",
-           "TECHNOLOGIES", "ROLES", "SCOPES", "SPAWNERS", "DEFAULT_FORWARD_COST"]
+           "networks", "placement_slots", "library_names", "library_path", "route", "Route",
+           "Hop", "levels", "LEVELS", "TECHNOLOGIES", "ROLES", "SCOPES", "SPAWNERS",
+           "DEFAULT_FORWARD_COST"]

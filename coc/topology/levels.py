@@ -1,0 +1,87 @@
+"""Levels and colors as in MPICH-G2: which hosts can talk directly at each level."""
+
+import networkx as nx
+
+from coc.topology.hostlist import natural_key
+from coc.topology.model import hosts, networks, sites
+
+__all__ = ["LEVELS", "levels"]
+
+LEVELS = ("wan", "site", "network", "host")
+
+
+def _number(groups, rank=lambda first: ()):
+    """Number groups of hosts 0, 1, ... by ``rank(first host)``, then the first host's name."""
+    ordered = sorted((sorted(group, key=natural_key) for group in groups),
+                     key=lambda group: (rank(group[0]), natural_key(group[0])))
+    return {h: color for color, group in enumerate(ordered) for h in group}
+
+
+def _components(G, host_list, usable):
+    """Group ``host_list`` into components joined by the networks (and links) in ``usable``."""
+    parent = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for h in host_list:
+        find(h)
+        for net in G[h]:
+            if net in usable:
+                parent[find(net)] = find(h)
+    for u, v, d in G.edges(data=True):
+        if d["kind"] == "link" and u in usable and v in usable:
+            parent[find(u)] = find(v)
+    groups = {}
+    for h in host_list:
+        groups.setdefault(find(h), []).append(h)
+    return groups.values()
+
+
+def levels(G):
+    """Return each host's color at each level of :data:`LEVELS`.
+
+    Colors are small integers, the same for hosts that can talk directly at that level:
+
+    - ``wan``: the connected component of the whole topology (hosts, networks, interfaces,
+      links); every host of a valid topology has color 0.
+    - ``site``: the index of the host's site in sorted order.
+    - ``network``: the component of the host among the hosts of its own site, joined by
+      shared networks and by networks joined by links (no forwarding host in between);
+      numbered across the whole topology, so it also tells sites apart.
+    - ``host``: the index of the host in natural order.
+
+    A program splits a communicator on a level's color to get the ranks it can reach
+    directly at that level, as with MPICH-G2's topology colors.
+
+    Parameters
+    ----------
+    G : Topology
+
+    Returns
+    -------
+    dict
+        ``{host: {"wan": int, "site": int, "network": int, "host": int}}``.
+
+    Examples
+    --------
+    >>> from coc.topology import load
+    >>> colors = levels(load("two-sites"))
+    >>> colors["a2"], colors["b-gw"]
+    ({'wan': 0, 'site': 0, 'network': 0, 'host': 1}, {'wan': 0, 'site': 1, 'network': 1, 'host': 9})
+    """
+    all_hosts = hosts(G)
+    wan = _number(nx.connected_components(G.subgraph(all_hosts + networks(G))))
+    site_index = {site: i for i, site in enumerate(sites(G))}
+    usable = set(networks(G))
+    groups = []
+    for site in sites(G):
+        groups.extend(_components(G, hosts(G, site=site), usable))
+    network = _number(groups, rank=lambda h: site_index[G.nodes[h]["site"]])
+    return {h: {"wan": wan[h], "site": site_index[G.nodes[h]["site"]],
+                "network": network[h], "host": i}
+            for i, h in enumerate(all_hosts)}
