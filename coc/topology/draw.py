@@ -4,6 +4,7 @@ matplotlib is optional (``pip install 'coc[draw]'``); it is imported only when s
 """
 
 import io
+import itertools
 import math
 from collections import defaultdict
 
@@ -233,33 +234,26 @@ def _place_shared(D, pos, alone):
 def _route_path(G, route):
     """Return the hosts of ``route`` and the edges of ``G`` it travels (host-network-...-host)."""
     hops = getattr(route, "hops", None)
-    if hops is not None:
-        legs = [(h.host, h.network, h.next_host) for h in hops]
-        hosts = list(route.hosts)
-    else:
-        hosts = list(route)
-        for h in hosts:
-            if h not in G or G.nodes[h]["kind"] != "host":
-                raise TopologyError(f"route names {h!r}, which is not a host of this topology",
-                                    name=h)
-        legs = [(u, None, v) for u, v in zip(hosts, hosts[1:])]
+    if hops is not None:  # a Route: each hop names the networks it crosses
+        return list(route.hosts), {
+            frozenset(e) for h in hops
+            for e in itertools.pairwise([h.host, *(h.networks or [h.network]), h.next_host])}
+    hosts = list(route)
+    for h in hosts:
+        if h not in G or G.nodes[h]["kind"] != "host":
+            raise TopologyError(f"route names {h!r}, which is not a host of this topology", name=h)
     nets = [n for n, a in G.nodes(data=True) if a["kind"] == "network"]
 
     def latency(x, y, attrs):  # a hop over the fastest network when the route names only hosts
         return attrs.get("latency", 0.0) + sum(G.nodes[z].get("latency", 0.0) for z in (x, y)) / 2
 
     edges = set()
-    for u, net, v in legs:
-        reach = G.subgraph([*nets, u, v])
+    for u, v in itertools.pairwise(hosts):
         try:
-            if net is None:
-                path = nx.shortest_path(reach, u, v, weight=latency)
-            else:
-                path = (nx.shortest_path(reach, u, net, weight=latency)[:-1]
-                        + nx.shortest_path(reach, net, v, weight=latency))
+            path = nx.shortest_path(G.subgraph([*nets, u, v]), u, v, weight=latency)
         except nx.NetworkXNoPath:
             raise TopologyError(f"route hop {u} -> {v}: no network joins them", name=u) from None
-        edges.update(frozenset(e) for e in zip(path, path[1:]))
+        edges.update(frozenset(e) for e in itertools.pairwise(path))
     return hosts, edges
 
 
