@@ -1,0 +1,76 @@
+"""``python -m coc program.py [args]`` / ``python -m coc -m module [args]``: run one rank.
+
+The program runs through :mod:`runpy` exactly as ``python program.py`` would, with one
+difference: an unhandled exception prints its traceback tagged with the rank and ends the
+process at once with status 1, even if other threads would keep it alive. ``coc-run`` sees
+the non-zero exit and stops the whole job, so the other ranks are not left blocked waiting
+for a message that will never come.
+"""
+
+import os
+import runpy
+import sys
+import traceback
+
+_USAGE = "usage: python -m coc (program.py | -m module) [args ...]"
+
+
+def _who():
+    """Return how this process is named in messages: ``rank 1 (site b, host b1)``."""
+    rank = os.environ.get("COC_RANK")
+    if rank is None:
+        return "coc"
+    return (f"rank {rank} (site {os.environ.get('COC_SITE', '?')}, "
+            f"host {os.environ.get('COC_HOST', '?')})")
+
+
+def _launcher_frame(filename):
+    return filename in (__file__, runpy.__file__) or filename.startswith("<frozen runpy")
+
+
+def _abort(exc):
+    """Print ``exc``'s traceback tagged with the rank, flush, and end the process now."""
+    who = _who()
+    tb = exc.__traceback__
+    while tb is not None and _launcher_frame(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next              # show the user's frames, not runpy's and ours
+    lines = traceback.format_exception(type(exc), exc, tb)
+    text = "".join(f"[{who}] {line}" for chunk in lines for line in chunk.splitlines(True))
+    sys.stderr.write(f"[{who}] unhandled exception, aborting the job\n{text}")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(1)
+
+
+def main(argv=None):
+    """Run the program named by ``argv`` (default ``sys.argv[1:]``) as ``__main__``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv == ["-m"]:
+        print(_USAGE, file=sys.stderr)
+        return 2
+    if argv[0] == "-m":
+        target, sys.argv = argv[1], argv[1:]
+        run = runpy.run_module
+        kwargs = {"run_name": "__main__", "alter_sys": True}
+    else:
+        target, sys.argv = argv[0], argv
+        if not os.path.isfile(target):
+            print(f"python -m coc: can't open file {target!r}", file=sys.stderr)
+            return 2
+        sys.path[0] = os.path.dirname(os.path.abspath(target))
+        run = runpy.run_path
+        kwargs = {"run_name": "__main__"}
+    try:
+        run(target, **kwargs)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - any other escape aborts the job
+        _abort(exc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""The site agent (``python -m coc.launcher.agent``): start a site's processes and relay them.
+
+``coc-run`` starts one agent per site through the site's spawner; the agent's stdin and stdout
+are the control channel (:mod:`coc.launcher.protocol` framing). The agent starts the ranks and
+gateway daemons the job message lists, each in its own process group, streams their output,
+relays the rank rendezvous over inherited socket pairs, reports every exit, and on ``stop``
+(or when the channel closes) ends them all: SIGTERM, then SIGKILL after the grace period.
+"""
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+
+from coc.errors import CocError
+from coc.launcher import protocol
+from coc.launcher.rankside import CONTROL_FD
+
+__all__ = ["Agent", "main"]
+
+_READ_SIZE = 1 << 16
+_DRAIN_TIMEOUT = 1.0   # seconds to collect output after a process exits
+_PR_SET_PDEATHSIG = 1
+
+
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _die_with_agent():
+    """Ask the kernel to SIGKILL this child if the agent dies (runs between fork and exec)."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _signal_group(pid, signum):
+    """Send ``signum`` to the process group led by ``pid``, ignoring one that is gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+class Child:
+    """One process the agent started: a rank or a gateway daemon."""
+
+    def __init__(self, kind, ident, process):
+        self.kind, self.ident, self.process = kind, ident, process
+        self.pumps = []
+        self.watcher = None
+
+    @property
+    def key(self):
+        """Return the field naming this process in messages: ``{"rank": 3}``."""
+        return {self.kind: self.ident}
+
+
+class Agent:
+    """Run one site's part of a job, driven by messages from ``coc-run``."""
+
+    def __init__(self, reader, writer):
+        self.reader, self.writer = reader, writer
+        self.children = []
+        self.rank_sockets = {}
+        self.grace = 1.0
+        self.stopping = None      # the teardown task, once started
+        self.stop_requested = asyncio.Event()
+        self.kill_now = asyncio.Event()
+
+    async def send(self, message):
+        """Send one message to ``coc-run``; a vanished launcher is handled by the read loop."""
+        with contextlib.suppress(ConnectionError):
+            await protocol.send_message(self.writer, message)
+
+    async def run(self):
+        """Serve the control channel until the job has ended here; return the exit code."""
+        await self.send({"type": "hello", "pid": os.getpid(), "hostname": socket.gethostname(),
+                         "python": sys.executable})
+        reading = asyncio.create_task(self.read_loop())
+        await self.stop_requested.wait()
+        await self.stopping
+        reading.cancel()
+        await self.send({"type": "done"})
+        return 0
+
+    async def read_loop(self):
+        """Act on messages from ``coc-run``; its disappearance stops the job here."""
+        while True:
+            try:
+                message = await protocol.read_message(self.reader)
+            except CocError as exc:
+                await self.send({"type": "error", "message": f"agent: {exc}"})
+                message = None
+            if message is None:
+                self.stop(self.grace)
+                return
+            await self.dispatch(message)
+
+    async def dispatch(self, message):
+        """Act on one message from ``coc-run``."""
+        kind = message["type"]
+        if kind == "job":
+            await self.start_job(message)
+        elif kind == "rendezvous":
+            await self.answer_rendezvous(message["answers"])
+        elif kind == "stdin":
+            await self.forward_stdin(message)
+        elif kind == "stop":
+            self.stop(self.grace)
+        elif kind == "kill":
+            self.stop(0)
+        else:
+            await self.send({"type": "error", "message": f"agent: unknown message {kind!r}"})
+
+    async def start_job(self, job):
+        """Start the job's gateway daemons, then its ranks, and report their pids."""
+        self.grace = float(job.get("grace", self.grace))
+        for gateway in job.get("gateways", ()):
+            await self.start_child("gateway", gateway["endpoint"], gateway["argv"],
+                                   gateway.get("env", {}), config=gateway.get("config"))
+        for rank in job.get("ranks", ()):
+            await self.start_child("rank", rank["rank"], rank["argv"], rank["env"],
+                                   stdin=rank.get("stdin", False))
+        await self.send({"type": "started",
+                         "pids": [{**c.key, "pid": c.process.pid} for c in self.children
+                                  if c.process is not None]})
+
+    async def start_child(self, kind, ident, argv, env, *, stdin=False, config=None):
+        """Start one rank or gateway daemon in its own process group and watch it."""
+        environment = {**os.environ, **env}
+        pass_fds = ()
+        if kind == "rank":
+            ours, theirs = socket.socketpair()
+            environment[CONTROL_FD] = str(theirs.fileno())
+            pass_fds = (theirs.fileno(),)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv, env=environment, pass_fds=pass_fds, start_new_session=True,
+                preexec_fn=_die_with_agent,
+                stdin=asyncio.subprocess.PIPE if (stdin or config) else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        except OSError as exc:
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            await self.send({"type": "error", kind: ident,
+                             "message": f"cannot execute {argv[0]!r}: {exc.strerror}"})
+            await self.send({"type": "exit", kind: ident, "code": code, "signal": None})
+            return
+        finally:
+            if kind == "rank":
+                theirs.close()
+        child = Child(kind, ident, process)
+        self.children.append(child)
+        if kind == "rank":
+            self.rank_sockets[ident] = asyncio.create_task(self.relay_address(ident, ours))
+        if config is not None:
+            process.stdin.write(json.dumps(config).encode() + b"\n")
+            await process.stdin.drain()
+            process.stdin.close()
+        if kind == "gateway":
+            child.pumps.append(asyncio.create_task(self.gateway_address(child)))
+        else:
+            child.pumps.append(asyncio.create_task(self.pump(child, "stdout",
+                                                             process.stdout)))
+        child.pumps.append(asyncio.create_task(self.pump(child, "stderr", process.stderr)))
+        child.watcher = asyncio.create_task(self.watch(child))
+
+    async def pump(self, child, stream, pipe):
+        """Relay one output stream of a child to ``coc-run`` until it closes."""
+        while data := await pipe.read(_READ_SIZE):
+            await self.send({"type": "output", **child.key, "stream": stream,
+                             "data": protocol.pack_bytes(data)})
+
+    async def gateway_address(self, gateway):
+        """Relay the address line a gateway daemon prints first, then the rest of its stdout."""
+        line = await gateway.process.stdout.readline()
+        try:
+            address = json.loads(line)["address"]
+        except (ValueError, KeyError, TypeError):
+            if line:
+                await self.send({"type": "error", "gateway": gateway.ident,
+                                 "message": f"gateway daemon printed {line[:200]!r}, "
+                                            f"not its address"})
+        else:
+            await self.send({"type": "address", "gateway": gateway.ident, "address": address})
+        await self.pump(gateway, "stdout", gateway.process.stdout)
+
+    async def relay_address(self, rank, sock):
+        """Wait for a rank's engine address on its socket and pass it to ``coc-run``."""
+        reader, writer = await asyncio.open_unix_connection(sock=sock)
+        try:
+            message = await protocol.read_message(reader)
+        except CocError as exc:
+            await self.send({"type": "error", "rank": rank, "message": f"rendezvous: {exc}"})
+            message = None
+        if message is not None and message["type"] == "address":
+            await self.send({"type": "address", "rank": rank, "address": message["address"]})
+        return writer
+
+    async def answer_rendezvous(self, answers):
+        """Hand every rank of this site its rendezvous answer and close its socket."""
+        for rank, answer in answers.items():
+            task = self.rank_sockets.pop(int(rank), None)
+            if task is None:
+                continue
+            writer = await task
+            with contextlib.suppress(ConnectionError):
+                await protocol.send_message(writer, {"type": "rendezvous", **answer})
+            writer.close()
+
+    async def forward_stdin(self, message):
+        """Write ``coc-run``'s stdin to the rank that reads it (rank 0), or close it."""
+        for child in self.children:
+            pipe = child.process.stdin
+            if child.kind != "rank" or pipe is None or pipe.is_closing():
+                continue
+            try:
+                if "data" in message:
+                    pipe.write(protocol.unpack_bytes(message["data"]))
+                    await pipe.drain()
+                else:
+                    pipe.close()
+            except ConnectionError:
+                pipe.close()
+
+    async def watch(self, child):
+        """Wait for a child to exit, end what is left of its group, and report the exit."""
+        code = await child.process.wait()
+        _signal_group(child.process.pid, signal.SIGKILL)
+        done, pending = await asyncio.wait(child.pumps, timeout=_DRAIN_TIMEOUT)
+        for task in pending:
+            task.cancel()
+        task = self.rank_sockets.pop(child.ident, None) if child.kind == "rank" else None
+        if task is not None:
+            task.cancel()
+        await self.send({"type": "exit", **child.key, "code": code if code >= 0 else None,
+                         "signal": -code if code < 0 else None})
+
+    def stop(self, grace):
+        """Begin ending every child (SIGTERM, SIGKILL after ``grace`` s); 0 kills at once."""
+        if grace == 0:
+            self.kill_now.set()
+        if self.stopping is None:
+            self.stopping = asyncio.create_task(self._teardown(grace))
+            self.stop_requested.set()
+
+    async def _teardown(self, grace):
+        watchers = [c.watcher for c in self.children if c.watcher is not None]
+        for child in self.children:
+            if child.process.returncode is None:
+                _signal_group(child.process.pid, signal.SIGKILL if grace == 0 else signal.SIGTERM)
+        if watchers and grace:
+            finished = asyncio.create_task(asyncio.wait(watchers))
+            killed = asyncio.create_task(self.kill_now.wait())
+            await asyncio.wait([finished, killed], timeout=grace,
+                               return_when=asyncio.FIRST_COMPLETED)
+            finished.cancel()
+            killed.cancel()
+        for child in self.children:
+            if child.process.returncode is None:
+                _signal_group(child.process.pid, signal.SIGKILL)
+        if watchers:
+            await asyncio.wait(watchers)
+
+
+async def _open_channel():
+    """Return a reader on stdin and a writer on stdout, moving stray prints to stderr."""
+    loop = asyncio.get_running_loop()
+    channel_out = os.dup(1)
+    os.dup2(2, 1)                 # a print() in the agent must not corrupt the channel
+    sys.stdout = sys.stderr
+    reader = asyncio.StreamReader(limit=protocol.MAX_MESSAGE)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                 os.fdopen(0, "rb", 0))
+    transport, flow = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
+                                                    os.fdopen(channel_out, "wb", 0))
+    return reader, asyncio.StreamWriter(transport, flow, reader, loop)
+
+
+async def _main():
+    reader, writer = await _open_channel()
+    agent = Agent(reader, writer)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(signum, lambda: agent.stop(agent.grace))
+    code = await agent.run()
+    writer.close()
+    return code
+
+
+def main():
+    """Run the agent on this process's stdin/stdout and return its exit code."""
+    return asyncio.run(_main())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

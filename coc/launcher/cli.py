@@ -1,0 +1,194 @@
+"""The ``coc-run`` command: mpirun-familiar flags, a plan, then one asyncio run of the job."""
+
+import argparse
+import asyncio
+import os
+import re
+import secrets
+import sys
+import warnings
+from pathlib import Path
+
+from coc import topology
+from coc.errors import CocError, LaunchError, TopologyWarning
+from coc.launcher import placement
+from coc.launcher.control import Job
+from coc.launcher.environment import parse_exports, scheduler_allocation
+from coc.launcher.output import OutputSink
+from coc.launcher.plan import format_plan, make_plan
+from coc.topology.hostlist import compress
+
+__all__ = ["main", "build_parser", "split_command", "rank_command"]
+
+_USAGE = "coc-run [options] (program.py | -m module | executable) [args ...]"
+
+# (flags, argparse keywords); options that take a value are those without an ``action``.
+_OPTIONS = [
+    (("-n", "-np"), dict(type=int, metavar="N",
+                         help="number of ranks (default: the --site total, or every slot)")),
+    (("--topology",), dict(default="two-sites", metavar="FILE|NAME",
+                           help="topology file or library name (default: two-sites)")),
+    (("--site",), dict(action="append", default=[], metavar="SITE=N",
+                       help="run N ranks on SITE (repeatable; ranks numbered in this order)")),
+    (("--host",), dict(action="append", default=[], metavar="HOSTS[:SLOTS]",
+                       help="use only these hosts (host list expression, repeatable)")),
+    (("--hostfile",), dict(metavar="FILE", help="use only the hosts in FILE ('host slots=N')")),
+    (("--oversubscribe",), dict(action="store_true", help="allow more ranks than slots")),
+    (("-x",), dict(action="append", default=[], dest="export", metavar="VAR[=VALUE]",
+                   help="export VAR to every rank (repeatable)")),
+    (("--tag-output",), dict(action="store_true",
+                             help="prefix every output line with [site/host/rank]")),
+    (("--output-dir",), dict(metavar="DIR", help="write each rank's stdout/stderr to DIR")),
+    (("--timeout",), dict(type=float, metavar="SECONDS",
+                          help="stop the job after SECONDS and exit with 124")),
+    (("--spawner",), dict(action="append", default=[], metavar="SITE=KIND",
+                          help="start SITE's agent with spawner KIND (default: the topology's, "
+                               "else local)")),
+    (("--dry-run",), dict(action="store_true", help="print the plan and stop")),
+]
+_TAKES_VALUE = {flag for flags, kw in _OPTIONS if "action" not in kw or kw["action"] == "append"
+                for flag in flags}
+_PYTHON = re.compile(r"python[0-9.]*\Z")
+
+
+def build_parser():
+    """Return the parser of ``coc-run``'s own options (the program follows them)."""
+    parser = argparse.ArgumentParser(
+        prog="coc-run", usage=_USAGE,
+        description="Run one program as a parallel job over the sites of a topology.",
+        epilog="A Python program (program.py, -m module) runs under `python -m coc`, so an "
+               "unhandled exception in one rank stops the whole job.")
+    for flags, keywords in _OPTIONS:
+        parser.add_argument(*flags, **keywords)
+    return parser
+
+
+def split_command(argv):
+    """Split ``argv`` into coc-run's options and the program with its arguments.
+
+    Examples
+    --------
+    >>> split_command(["-n", "2", "--tag-output", "-m", "pkg.mod", "-v"])
+    (['-n', '2', '--tag-output'], ['-m', 'pkg.mod', '-v'])
+    >>> split_command(["--site=a=1", "./prog", "-n", "3"])
+    (['--site=a=1'], ['./prog', '-n', '3'])
+    """
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return argv[:i], argv[i + 1:]
+        if word == "-m" or not word.startswith("-"):
+            return argv[:i], argv[i:]
+        i += 2 if word in _TAKES_VALUE else 1
+    return argv, []
+
+
+def rank_command(command, python=sys.executable):
+    """Return the argv each rank runs: Python programs go through ``python -m coc``.
+
+    Examples
+    --------
+    >>> rank_command(["hello.py", "-v"], python="py")
+    ['py', '-m', 'coc', 'hello.py', '-v']
+    >>> rank_command(["python3", "-m", "pkg"], python="py")
+    ['python3', '-m', 'coc', '-m', 'pkg']
+    >>> rank_command(["hostname"])
+    ['hostname']
+    """
+    if command[0] == "-m" or command[0].endswith(".py"):
+        return [python, "-m", "coc", *command]
+    if (_PYTHON.match(Path(command[0]).name) and len(command) > 1
+            and (command[1] == "-m" or command[1].endswith(".py"))):
+        return [command[0], "-m", "coc", *command[1:]]
+    return list(command)
+
+
+def _pairs(items, option):
+    """Return ``[(key, value), ...]`` from ``KEY=VALUE`` option values."""
+    pairs = []
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals or not key or not value:
+            raise LaunchError(f"{option} {item!r}: expected {option[2:].upper()}=VALUE")
+        pairs.append((key, value))
+    return pairs
+
+
+def _host_limits(args, G):
+    """Return (limits, description) from --host, --hostfile or a scheduler allocation."""
+    if args.host or args.hostfile:
+        limits = placement.parse_host_items(args.host)
+        if args.hostfile:
+            try:
+                text = Path(args.hostfile).read_text()
+            except OSError as exc:
+                raise LaunchError(f"--hostfile {args.hostfile}: {exc.strerror}") from None
+            limits += placement.parse_hostfile(text, args.hostfile)
+        return limits, " ".join(f"--host {h}" for h in args.host) or f"--hostfile {args.hostfile}"
+    allocation = scheduler_allocation()
+    if allocation is None:
+        return None, "topology"
+    known = [(h, slots) for h, slots in allocation.hosts if h in G]
+    where = f"{allocation.scheduler} job {allocation.job_id}"
+    if not known:
+        return None, f"topology ({where} names no host of it)"
+    return known, f"{where}: {compress([h for h, _ in known])}"
+
+
+def plan_job(args, command):
+    """Return the :class:`~coc.launcher.plan.Plan` for parsed options and a program."""
+    if not command or command == ["-m"]:
+        raise LaunchError(f"no program given (usage: {_USAGE})")
+    if args.n is not None and args.n < 1:
+        raise LaunchError(f"-n {args.n}: need at least one rank")
+    if args.timeout is not None and args.timeout <= 0:
+        raise LaunchError(f"--timeout {args.timeout:g}: must be positive")
+    sites = []
+    for site, count in _pairs(args.site, "--site"):
+        if not count.isdigit():
+            raise LaunchError(f"--site {site}={count}: the count must be a number")
+        sites.append((site, int(count)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TopologyWarning)
+        G = topology.load(args.topology)
+    limits, hosts_from = _host_limits(args, G)
+    plan = make_plan(G, rank_command(command), n=args.n, site_counts=sites, limits=limits,
+                     hosts_from=hosts_from, oversubscribe=args.oversubscribe,
+                     spawners=dict(_pairs(args.spawner, "--spawner")),
+                     exports=parse_exports(args.export))
+    plan.warnings = list(dict.fromkeys(str(w.message) for w in caught
+                                       if issubclass(w.category, TopologyWarning)))
+    return plan
+
+
+async def run(plan, args):
+    """Run ``plan`` and return coc-run's exit status."""
+    sources = {("rank", p.rank): (f"{p.site}/{p.host}/{p.rank}", f"rank.{p.rank}")
+               for p in plan.placements}
+    sources.update({("gateway", g.endpoint): (f"{g.site}/{g.host}/gateway", f"gateway.{g.host}")
+                    for g in plan.gateways})
+    sink = OutputSink(sources, tag=args.tag_output, output_dir=args.output_dir)
+    return await Job(plan, sink, secrets.token_bytes(32)).run(timeout=args.timeout)
+
+
+def main(argv=None):
+    """Run ``coc-run`` with ``argv`` (default ``sys.argv[1:]``) and return its exit status."""
+    options, command = split_command(sys.argv[1:] if argv is None else list(argv))
+    args = build_parser().parse_args(options)
+    try:
+        plan = plan_job(args, command)
+        if args.dry_run:
+            print(format_plan(plan), end="")
+            return 0
+        return asyncio.run(run(plan, args))
+    except CocError as exc:
+        print(f"coc-run: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:                    # coc-run ... | head
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""``coc-run``'s side of the control plane: start the agents, follow the job, tear it down.
+
+One :class:`Job` drives one run: it starts an agent per site through the site's spawner, sends
+each its part of the job, relays output to an :class:`~coc.launcher.output.OutputSink`,
+gathers the rendezvous addresses and answers every rank once all are in, and decides the
+outcome. The first failure (a rank exiting non-zero or by a signal, a gateway daemon or an
+agent dying, Ctrl-C, SIGTERM, the timeout) stops every process on every site: SIGTERM, then
+SIGKILL after a grace period. A second Ctrl-C kills at once.
+"""
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+from coc.errors import CocError, LaunchError
+from coc.launcher import protocol
+from coc.launcher.spawners import spawner_for
+
+__all__ = ["Job", "TERM_GRACE", "HELLO_TIMEOUT", "describe_exit"]
+
+#: Seconds between SIGTERM and SIGKILL when the job is stopped.
+TERM_GRACE = 1.0
+#: Seconds an agent has to say hello after its spawner started it.
+HELLO_TIMEOUT = 30.0
+#: Extra seconds coc-run waits for an agent past each escalation step before forcing it.
+_AGENT_SLACK = 1.0
+
+
+def describe_exit(code, signum):
+    """Return ``(exit status, words)`` for a process's exit: shell conventions for signals.
+
+    Examples
+    --------
+    >>> describe_exit(3, None)
+    (3, 'exited with code 3')
+    >>> describe_exit(None, 9)
+    (137, 'was killed by signal 9 (SIGKILL)')
+    """
+    if signum is None:
+        return code, f"exited with code {code}"
+    try:
+        name = f" ({signal.Signals(signum).name})"
+    except ValueError:
+        name = ""
+    return 128 + signum, f"was killed by signal {signum}{name}"
+
+
+class AgentLink:
+    """``coc-run``'s end of one site's agent: its process and control channel."""
+
+    def __init__(self, site, process):
+        self.site, self.process = site, process
+        self.done = False         # the agent said its processes are all gone
+        self.finished = False     # its channel has closed and its process exited
+        self.task = None
+
+    def send(self, message):
+        """Queue one message to the agent (ordered; a dead agent is noticed by the reader)."""
+        if not self.process.stdin.is_closing():
+            self.process.stdin.write(protocol.encode(message))
+
+    def kill(self):
+        """SIGKILL the agent's process group (its ranks follow: they die with their agent)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+class Job:
+    """Run one planned job on its sites and return the exit status ``coc-run`` reports.
+
+    Parameters
+    ----------
+    plan : coc.launcher.plan.Plan
+        What runs where.
+    sink : coc.launcher.output.OutputSink
+        Where the processes' output goes.
+    secret : bytes
+        The job's secret, sent to agents over their control channels only.
+    """
+
+    def __init__(self, plan, sink, secret, *, grace=TERM_GRACE, hello_timeout=HELLO_TIMEOUT):
+        self.plan, self.sink, self.secret = plan, sink, secret
+        self.grace, self.hello_timeout = grace, hello_timeout
+        self.agents = {}
+        self.running = {("rank", p.rank) for p in plan.placements}
+        self.running |= {("gateway", g.endpoint) for g in plan.gateways}
+        self.addresses = {}
+        self.outcome = None           # (exit status, message) of what ended the job
+        self.stopping = False
+        self.interrupts = 0
+        self.started = False
+        self.ended = asyncio.Event()
+        self.escalation = None
+
+    # -- what ends a job ---------------------------------------------------------------------
+
+    def fail(self, status, message):
+        """Record the first reason the job ends early and stop everything."""
+        if self.outcome is None:
+            self.outcome = (status, message)
+        self.stop()
+
+    def stop(self):
+        """Ask every agent to end its processes (SIGTERM, SIGKILL after the grace period)."""
+        if self.stopping:
+            return
+        self.stopping = True
+        for agent in self.agents.values():
+            agent.send({"type": "stop"})
+        self.escalation = asyncio.ensure_future(self._escalate(self.grace + _AGENT_SLACK))
+
+    def kill(self):
+        """End everything at once (second Ctrl-C)."""
+        self.stopping = True
+        for agent in self.agents.values():
+            agent.send({"type": "kill"})
+        if self.escalation is not None:
+            self.escalation.cancel()
+        self.escalation = asyncio.ensure_future(self._escalate(0))
+
+    async def _escalate(self, delay):
+        """Send ``kill`` after ``delay`` if agents are still there, then kill the agents."""
+        await asyncio.sleep(delay)
+        for agent in self.agents.values():
+            agent.send({"type": "kill"})
+        await asyncio.sleep(_AGENT_SLACK)
+        for agent in self.agents.values():
+            if agent.process.returncode is None:
+                agent.kill()
+
+    def interrupt(self, signum):
+        """Handle SIGINT/SIGTERM: the first stops the job cleanly, a second kills it."""
+        self.interrupts += 1
+        if self.interrupts == 1:
+            self.fail(128 + signum, f"coc-run: {signal.Signals(signum).name} received, "
+                                    "job stopped")
+        else:
+            self.kill()
+
+    # -- the run -------------------------------------------------------------------------------
+
+    async def run(self, timeout=None):
+        """Start the job, wait for its end (or ``timeout`` seconds) and return its status."""
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self.interrupt, signum)
+        try:
+            try:
+                await self.start()
+            except CocError:
+                self.stop()
+                await self._wait_agents()
+                raise
+            if self.plan.placements:
+                self._forward_stdin(loop)
+            try:
+                await asyncio.wait_for(asyncio.shield(self.ended.wait()), timeout)
+            except asyncio.TimeoutError:
+                self.fail(124, f"coc-run: timeout after {timeout:g} s, job stopped")
+                await self.ended.wait()
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+            await self._wait_agents()
+            self.sink.close()
+        status, message = self.outcome or (0, None)
+        if message:
+            print(message, file=sys.stderr, flush=True)
+        return status
+
+    async def start(self):
+        """Start every site's agent, wait for its hello, and send it its part of the job."""
+        for site in self.plan.sites:
+            if self.stopping:
+                break
+            spawner = spawner_for(self.plan.spawners[site], site)
+            process = await spawner.start({})
+            agent = self.agents[site] = AgentLink(site, process)
+            await self._hello(agent)
+            agent.task = asyncio.ensure_future(self._follow(agent))
+            agent.send(self.plan.agent_job(site, self.secret, self.grace))
+        self.started = True
+        self._check_ended()
+
+    def _check_ended(self):
+        if self.started and all(agent.finished for agent in self.agents.values()):
+            self.ended.set()
+
+    async def _hello(self, agent):
+        """Return the agent's hello, or raise LaunchError saying why the site is unreachable."""
+        try:
+            hello = await asyncio.wait_for(protocol.read_message(agent.process.stdout),
+                                           self.hello_timeout)
+        except asyncio.TimeoutError:
+            raise LaunchError(f"site unreachable: its agent did not answer within "
+                              f"{self.hello_timeout:g} s", site=agent.site) from None
+        if hello is None or hello["type"] != "hello":
+            code = await agent.process.wait()
+            raise LaunchError(f"site unreachable: its agent ended (exit code {code}) before "
+                              "it said hello", site=agent.site)
+        return hello
+
+    async def _follow(self, agent):
+        """Handle one agent's messages until its channel closes."""
+        try:
+            while (message := await protocol.read_message(agent.process.stdout)) is not None:
+                self.handle(agent, message)
+        except CocError as exc:
+            self.fail(1, f"coc-run: site {agent.site}: broken control channel: {exc}")
+            agent.kill()
+        code = await agent.process.wait()
+        if not agent.done:
+            lost = [source for source in self.running
+                    if self.plan.site_of(source) == agent.site]
+            self.running.difference_update(lost)
+            self.fail(1, f"coc-run: site {agent.site}: its agent died (exit code {code}), "
+                         "job stopped")
+        agent.finished = True
+        self._check_ended()
+
+    async def _wait_agents(self):
+        """Wait until every agent process has exited (escalation guarantees it ends)."""
+        if self.agents and not self.stopping:
+            self.stop()
+        for agent in self.agents.values():
+            await agent.process.wait()
+            if agent.task is not None:
+                await agent.task
+        if self.escalation is not None:
+            self.escalation.cancel()
+
+    # -- messages from agents ----------------------------------------------------------------
+
+    def handle(self, agent, message):
+        """Act on one message from ``agent``."""
+        kind = message["type"]
+        source = ("rank", message["rank"]) if "rank" in message else \
+            ("gateway", message["gateway"]) if "gateway" in message else None
+        if kind == "output":
+            self.sink.write(source, message["stream"], protocol.unpack_bytes(message["data"]))
+        elif kind == "exit":
+            self.sink.end(source)
+            self.exited(source, message["code"], message["signal"])
+        elif kind == "address":
+            self.addresses[source] = message["address"]
+            if len(self.addresses) == len(self.plan.placements) + len(self.plan.gateways):
+                self.answer_rendezvous()
+        elif kind == "error":
+            where = f" {source[0]} {source[1]}" if source else ""
+            print(f"coc-run: site {agent.site}{where}: {message['message']}", file=sys.stderr,
+                  flush=True)
+        elif kind == "done":
+            agent.done = True
+
+    def exited(self, source, code, signum):
+        """Note that a rank or gateway daemon ended; the first failure stops the job."""
+        self.running.discard(source)
+        status, words = describe_exit(code, signum)
+        if not self.stopping and status != 0:
+            if source[0] == "rank":
+                p = self.plan.placements[source[1]]
+                what = f"rank {p.rank} (site {p.site}, host {p.host})"
+            else:
+                g = self.plan.gateway(source[1])
+                what = f"gateway daemon on host {g.host} (site {g.site})"
+            self.fail(status, f"coc-run: {what} {words}")
+        elif not self.stopping and source[0] == "gateway":
+            g = self.plan.gateway(source[1])
+            self.fail(1, f"coc-run: gateway daemon on host {g.host} (site {g.site}) ended "
+                         "while ranks were running")
+        if not any(kind == "rank" for kind, _ in self.running):
+            self.stop()
+
+    def answer_rendezvous(self):
+        """Send every rank its secret, peers and route table, through its site's agent."""
+        peers = {self.plan.endpoint(source): address
+                 for source, address in self.addresses.items()}
+        for site, agent in self.agents.items():
+            answers = {p.rank: self.plan.rendezvous_answer(p.rank, self.secret, peers)
+                       for p in self.plan.placements if p.site == site}
+            agent.send({"type": "rendezvous", "answers": answers})
+
+    # -- stdin ------------------------------------------------------------------------------------
+
+    def _forward_stdin(self, loop):
+        """Forward coc-run's stdin to rank 0, from a daemon thread (works for any kind of fd)."""
+        agent = self.agents[self.plan.placements[0].site]
+
+        def deliver(data):
+            agent.send({"type": "stdin", "data": protocol.pack_bytes(data)} if data
+                       else {"type": "stdin"})
+
+        def read():
+            while True:
+                try:
+                    data = os.read(0, 1 << 16)
+                except OSError:
+                    data = b""
+                try:
+                    loop.call_soon_threadsafe(deliver, data)
+                except RuntimeError:      # the loop has closed: coc-run is exiting
+                    return
+                if not data:
+                    return
+
+        threading.Thread(target=read, name="coc-run stdin", daemon=True).start()

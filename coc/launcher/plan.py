@@ -1,0 +1,238 @@
+"""The plan of a job: which rank runs where, which gateway daemons, routes, and spawners.
+
+:func:`make_plan` computes it from a topology and the command line; ``--dry-run`` prints it
+with :func:`format_plan`; :class:`~coc.launcher.control.Job` carries it out. Every process
+of the job has an *endpoint id* for the engine: ranks ``0 .. size-1``, then one id per
+gateway daemon.
+"""
+
+import importlib.util
+import secrets
+import sys
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from coc import topology
+from coc.errors import LaunchError
+from coc.launcher import placement as placing
+from coc.launcher.environment import rank_environment
+from coc.topology.units import format_time
+
+__all__ = ["GatewayDaemon", "Plan", "make_plan", "format_plan", "gateway_daemon_available"]
+
+#: The module a gateway daemon runs (``python -m coc.gateway``).
+GATEWAY_MODULE = "coc.gateway"
+
+
+def gateway_daemon_available():
+    """Return True when this installation can run gateway daemons (``coc.gateway``).
+
+    The daemon needs the compiled engine's ``Engine`` class; a source tree whose extension
+    is not built (or is older than the binding) cannot start one.
+    """
+    if importlib.util.find_spec(GATEWAY_MODULE) is None:
+        return False
+    try:
+        from coc._native import engine
+    except ImportError:
+        return False
+    return hasattr(engine, "Engine")
+
+
+@dataclass(frozen=True)
+class GatewayDaemon:
+    """One gateway daemon: its endpoint id and the gateway host it runs on."""
+
+    endpoint: int
+    site: str
+    host: str
+    dedicated: bool
+
+
+@dataclass
+class Plan:
+    """Everything ``coc-run`` decided before starting anything (``--dry-run`` prints it)."""
+
+    job_id: str
+    topology: object                       # the coc.topology graph
+    command: list                          # argv every rank runs
+    placements: list                       # coc.launcher.placement.Placement per rank
+    gateway_hosts: list                    # gateway hosts on routes between rank hosts
+    gateways: list                         # GatewayDaemon per daemon started
+    spawners: dict                         # {site: spawner kind} for every site used
+    exports: dict = field(default_factory=dict)   # -x variables
+    hosts_from: str = "topology"           # where the usable hosts came from
+    warnings: list = field(default_factory=list)  # the topology's TopologyWarnings
+
+    @property
+    def size(self):
+        """Return the number of ranks."""
+        return len(self.placements)
+
+    @property
+    def sites(self):
+        """Return the sites the job uses, in rank order, then sites with only gateways."""
+        used = dict.fromkeys(p.site for p in self.placements)
+        used.update(dict.fromkeys(g.site for g in self.gateways))
+        return list(used)
+
+    def gateway(self, endpoint):
+        """Return the :class:`GatewayDaemon` with ``endpoint``."""
+        return self.gateways[endpoint - self.size]
+
+    def endpoint(self, source):
+        """Return the endpoint id of ``("rank", r)`` or ``("gateway", id)``."""
+        return source[1]
+
+    def site_of(self, source):
+        """Return the site a ``("rank", r)`` or ``("gateway", id)`` runs on."""
+        kind, ident = source
+        return self.placements[ident].site if kind == "rank" else self.gateway(ident).site
+
+    @cached_property
+    def _endpoint_hosts(self):
+        return {**{p.rank: p.host for p in self.placements},
+                **{g.endpoint: g.host for g in self.gateways}}
+
+    def _next_hop(self, src_host, dst_host, dest):
+        """Return the endpoint that traffic from ``src_host`` to endpoint ``dest`` goes to first."""
+        if src_host == dst_host:
+            return dest
+        hosts = topology.route(self.topology, src_host, dst_host).hosts
+        if len(hosts) == 2:
+            return dest
+        daemons = [g.endpoint for g in self.gateways if g.host == hosts[1]]
+        return daemons[0] if daemons else dest
+
+    def route_table(self, endpoint):
+        """Return ``{destination endpoint: [[next hop endpoint, weight], ...]}`` for one endpoint.
+
+        Destinations are the ranks; a next hop equal to the destination means "directly".
+        """
+        src_host = self._endpoint_hosts[endpoint]
+        return {p.rank: [[self._next_hop(src_host, p.host, p.rank), 1]]
+                for p in self.placements if p.rank != endpoint}
+
+    def rank_env(self, rank):
+        """Return the variables rank ``rank`` gets on top of its site's environment."""
+        return {**self.exports, **rank_environment(self.placements[rank], self.size,
+                                                   self.job_id, self.topology.graph.get("file"))}
+
+    def agent_job(self, site, secret, grace):
+        """Return the ``job`` message for ``site``'s agent."""
+        return {
+            "type": "job", "job_id": self.job_id, "site": site, "grace": grace,
+            "ranks": [{"rank": p.rank, "host": p.host, "argv": self.command,
+                       "env": self.rank_env(p.rank), "stdin": p.rank == 0}
+                      for p in self.placements if p.site == site],
+            "gateways": [{"endpoint": g.endpoint, "host": g.host,
+                          "argv": [sys.executable, "-m", GATEWAY_MODULE],
+                          "config": {"self_id": g.endpoint, "secret": secret.hex(),
+                                     "listen_host": "127.0.0.1", "port_range": [0, 0],
+                                     "routes": self.route_table(g.endpoint)}}
+                         for g in self.gateways if g.site == site],
+        }
+
+    def rendezvous_answer(self, rank, secret, peers):
+        """Return what rank ``rank`` receives once every endpoint's address is known."""
+        return {"rank": rank, "size": self.size, "self_id": rank, "job_id": self.job_id,
+                "secret": secret.hex(), "peers": peers, "routes": self.route_table(rank)}
+
+
+def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="topology",
+              oversubscribe=False, spawners=None, exports=None, job_id=None,
+              start_gateways=None):
+    """Return the :class:`Plan` for running ``command`` on topology ``G``.
+
+    Parameters
+    ----------
+    G : networkx.Graph
+        The topology.
+    command : list of str
+        What every rank runs.
+    n : int, optional
+        Number of ranks (default: the ``site_counts`` total, or every usable slot).
+    site_counts : list of (site, count)
+        ``--site`` requests, in command-line order.
+    limits : list of (host, slots or None), optional
+        Usable hosts (``--host``, ``--hostfile``, a scheduler allocation); ``hosts_from``
+        says which, for the printed plan.
+    spawners : dict, optional
+        ``--spawner SITE=KIND`` overrides of the topology's per-site spawners.
+    start_gateways : bool, optional
+        Start gateway daemons (default: when ``coc.gateway`` is installed).
+    """
+    available = placing.available_slots(G, limits)
+    counts = placing.site_counts(available, n, list(site_counts), oversubscribe)
+    placements = placing.place_ranks(available, counts)
+    gateway_hosts = placing.place_gateways(G, placements)
+    if start_gateways is None:
+        start_gateways = gateway_daemon_available()
+    daemons = [GatewayDaemon(len(placements) + i, G.nodes[h]["site"], h, G.nodes[h]["dedicated"])
+               for i, h in enumerate(gateway_hosts if start_gateways else ())]
+    overrides = dict(spawners or {})
+    for site in overrides:
+        if site not in topology.sites(G):
+            raise LaunchError(f"--spawner: unknown site (topology has: "
+                                      f"{', '.join(topology.sites(G))})", site=site)
+    plan = Plan(job_id or secrets.token_hex(4), G, list(command), placements, gateway_hosts,
+                daemons, {}, dict(exports or {}), hosts_from)
+    site_attrs = G.graph.get("sites", {})
+    plan.spawners = {site: overrides.get(site) or (site_attrs.get(site) or {}).get("spawner")
+                     or "local" for site in plan.sites}
+    return plan
+
+
+def format_plan(plan):
+    """Return the plan as the text ``coc-run --dry-run`` prints."""
+    G = plan.topology
+    lines = [f"job {plan.job_id}: {_ranks(plan.size)} of: "
+             f"{' '.join(plan.command)}",
+             f"topology: {G.graph.get('name')} ({G.graph.get('file') or 'in memory'})",
+             f"hosts from: {plan.hosts_from}"]
+    if plan.exports:
+        lines.append(f"exported: {' '.join(sorted(plan.exports))}")
+    lines.append("placement:")
+    for site in plan.sites:
+        ranks = [p for p in plan.placements if p.site == site]
+        lines.append(f"  site {site} (spawner {plan.spawners[site]}): {_ranks(len(ranks))}")
+        for host in dict.fromkeys(p.host for p in ranks):
+            on_host = [p.rank for p in ranks if p.host == host]
+            span = f"rank {on_host[0]}" if len(on_host) == 1 else \
+                f"ranks {on_host[0]}-{on_host[-1]}"
+            if on_host != list(range(on_host[0], on_host[-1] + 1)):
+                span = "ranks " + ",".join(map(str, on_host))
+            lines.append(f"    {host:<12} {span}")
+    if plan.gateway_hosts:
+        lines.append("gateways:")
+        for host in plan.gateway_hosts:
+            attrs = G.nodes[host]
+            daemon = next((g for g in plan.gateways if g.host == host), None)
+            state = (f"daemon endpoint {daemon.endpoint}" if daemon
+                     else "no daemon (the gateway daemon needs the built engine)")
+            kind = "dedicated" if attrs["dedicated"] else "shared"
+            lines.append(f"  {host:<14} site {attrs['site']}, {kind}, {state}")
+    else:
+        lines.append("gateways: none needed")
+    lines.extend(_route_lines(plan))
+    lines.extend(f"topology warning: {w}" for w in plan.warnings)
+    return "\n".join(lines) + "\n"
+
+
+def _ranks(count):
+    return f"{count} rank" if count == 1 else f"{count} ranks"
+
+
+def _route_lines(plan):
+    """Return the plan's lines showing one route per ordered pair of sites with ranks."""
+    first = {}
+    for p in plan.placements:
+        first.setdefault(p.site, p.host)
+    pairs = [(a, b) for a in first for b in first if a != b]
+    if not pairs:
+        return []
+    lines = ["routes between sites (first host of each):"]
+    for a, b in pairs:
+        r = topology.route(plan.topology, first[a], first[b])
+        lines.append(f"  {a} -> {b}: {' > '.join(r.hosts)}  ({format_time(r.time)})")
+    return lines
