@@ -1,4 +1,4 @@
-"""Draw a topology: sites grouped and colored, gateways marked, networks as squares, routes highlighted.
+"""Draw a topology: sites grouped and colored, gateways marked, networks shown, routes highlighted.
 
 matplotlib is optional (``pip install 'coc[draw]'``); it is imported only when something is drawn.
 """
@@ -6,14 +6,15 @@ matplotlib is optional (``pip install 'coc[draw]'``); it is imported only when s
 import io
 import itertools
 import math
+import os
 from collections import defaultdict
 
 import networkx as nx
 
 from coc.errors import TopologyError
 
-from .hostlist import compress
-from .units import format_bandwidth, format_time
+from coc.topology.hostlist import compress
+from coc.topology.units import format_bandwidth, format_time
 
 __all__ = ["draw", "to_svg", "layout", "display_graph", "COLLAPSE_ABOVE"]
 
@@ -70,6 +71,15 @@ def display_graph(G, keep=(), collapse_above=COLLAPSE_ABOVE):
         Host, group and network nodes with their attributes, plus ``home`` (the site a node is
         drawn with: a host's site; for a network, the one site whose non-gateway hosts use it,
         or None when it is shared) and, on host nodes, ``members`` (the hosts it stands for).
+
+    Examples
+    --------
+    >>> from coc.topology import load
+    >>> D = display_graph(load("bunyip"))
+    >>> sorted(n for n, a in D.nodes(data=True) if a["kind"] == "host")
+    ['a[01-24] x24', 'b[01-24] x24', 'c[01-24] x24', 'd[01-24] x24']
+    >>> sorted(D["a[01-24] x24"])
+    ['sw-ab', 'sw-ac', 'sw-ad']
     """
     keep = set(keep)
     D = nx.Graph(**G.graph)
@@ -143,7 +153,7 @@ def _need(D, n, axis):
 
 
 def _axes(angle, alone):
-    """Return the inward unit vector of a site at ``angle`` and its row direction (reading order)."""
+    """Return a site's inward unit vector and its row direction (in reading order)."""
     u = (0.0, -1.0) if alone else (-math.cos(angle), -math.sin(angle))
     t = (-u[1], u[0])
     if t[0] < -1e-9 or (abs(t[0]) <= 1e-9 and t[1] > 0):
@@ -168,6 +178,13 @@ def layout(D):
     -------
     dict
         Node name to ``(x, y)``.
+
+    Examples
+    --------
+    >>> from coc.topology import load
+    >>> pos = layout(display_graph(load("two-sites")))
+    >>> pos["a1"][0] < pos["a-lan"][0] < pos["a-gw"][0] < pos["wan"][0] < pos["b-gw"][0]
+    True
     """
     sites = _sites(D)
     angles = {s: math.pi + 2 * math.pi * k / len(sites) for k, s in enumerate(sites)}
@@ -261,12 +278,17 @@ def _site_color(D):
     return {s: _SITE_COLORS[i % len(_SITE_COLORS)] for i, s in enumerate(_sites(D))}
 
 
-def _render(ax, G, route):
-    """Draw ``G`` (and ``route``) on the matplotlib axes ``ax``; return the drawn positions."""
-    mpl = _matplotlib()
+def _scene(G, route):
+    """Return what a drawing shows: route hosts and edges, the display graph, its positions."""
     route_hosts, route_edges = _route_path(G, route) if route is not None else ([], set())
     D = display_graph(G, keep=route_hosts)
-    pos = layout(D)
+    return route_hosts, route_edges, D, layout(D)
+
+
+def _render(ax, G, route, scene):
+    """Draw the ``scene`` of ``G`` (and ``route``) on the matplotlib axes ``ax``."""
+    mpl = _matplotlib()
+    route_hosts, route_edges, D, pos = scene
     color = _site_color(D)
 
     def node_color(n):
@@ -320,7 +342,6 @@ def _render(ax, G, route):
     ax.set_ylim(min(ys) - 2.2, max(ys) + 1.8)
     ax.set_aspect("equal")
     ax.set_axis_off()
-    return pos
 
 
 def _label_sites(ax, D, pos, color):
@@ -365,21 +386,20 @@ def _title(ax, G, route, route_hosts):
     ax.set_title(title, fontsize=11)
 
 
-def _figsize(G, route):
-    D = display_graph(G, keep=_route_path(G, route)[0] if route is not None else ())
-    xs, ys = zip(*layout(D).values())
+def _figsize(scene):
+    """Return a figure size (inches) that keeps the scene's labels legible."""
+    xs, ys = zip(*scene[3].values())
     width = min(max((max(xs) - min(xs) + 4) * _INCH_PER_UNIT + 1.6, 5.0), 20.0)
     height = min(max((max(ys) - min(ys) + 4) * _INCH_PER_UNIT, 3.5), 16.0)
     return width, height
 
 
-def _save(fig, path_or_file, fmt=None):
-    """Save ``fig`` with text kept as text in SVG and a stable file (no date, fixed ids)."""
+def _save(fig, target, fmt):
+    """Save ``fig``; SVG keeps text as text and has no date and fixed ids, so it is searchable."""
     mpl = _matplotlib()
     with mpl.rc_context({"svg.fonttype": "none", "svg.hashsalt": "coc"}):
-        fig.savefig(path_or_file, format=fmt, dpi=150, bbox_inches="tight",
-                    metadata={"Date": None} if fmt == "svg" or str(path_or_file).endswith(".svg")
-                    else None)
+        fig.savefig(target, format=fmt, dpi=150, bbox_inches="tight",
+                    metadata={"Date": None} if fmt == "svg" else None)
 
 
 def draw(G, route=None, ax=None, path=None):
@@ -406,24 +426,32 @@ def draw(G, route=None, ax=None, path=None):
     -------
     matplotlib.axes.Axes
         The axes drawn on.
+
+    Examples
+    --------
+    >>> from coc.topology import load, route
+    >>> G = load("chemnitz-2003")
+    >>> r = route(G, "athlon1", "xeon3", "4MiB")
+    >>> ax = draw(G, route=r, path="chemnitz.png")  # doctest: +SKIP
     """
     mpl = _matplotlib()
+    scene = _scene(G, route)
     if ax is None:
         if path is None:
             import matplotlib.pyplot as plt
 
-            fig = plt.figure(figsize=_figsize(G, route))
+            fig = plt.figure(figsize=_figsize(scene))
         else:
-            fig = mpl.figure.Figure(figsize=_figsize(G, route))
+            fig = mpl.figure.Figure(figsize=_figsize(scene))
         ax = fig.add_subplot()
-    _render(ax, G, route)
+    _render(ax, G, route, scene)
     if path is not None:
-        _save(ax.figure, path)
+        _save(ax.figure, path, os.path.splitext(os.fspath(path))[1][1:].lower() or None)
     return ax
 
 
 def to_svg(G, route=None):
-    """Return the drawing of ``G`` (with ``route`` highlighted) as SVG text, for notebooks and files.
+    """Return the drawing of ``G`` (``route`` highlighted) as SVG text, for notebooks and files.
 
     Parameters
     ----------
@@ -436,10 +464,18 @@ def to_svg(G, route=None):
     -------
     str
         A complete SVG document; names are real ``<text>`` elements, so they can be searched.
+
+    Examples
+    --------
+    >>> from coc.topology import load
+    >>> svg = to_svg(load("two-sites"), route=["a1", "a-gw", "b-gw", "b1"])
+    >>> svg.startswith("<?xml"), ">site b  (8 slots)</text>" in svg
+    (True, True)
     """
     mpl = _matplotlib()
-    fig = mpl.figure.Figure(figsize=_figsize(G, route))
-    _render(fig.add_subplot(), G, route)
+    scene = _scene(G, route)
+    fig = mpl.figure.Figure(figsize=_figsize(scene))
+    _render(fig.add_subplot(), G, route, scene)
     out = io.StringIO()
-    _save(fig, out, fmt="svg")
+    _save(fig, out, "svg")
     return out.getvalue()
