@@ -85,6 +85,10 @@ typedef struct coc_engine_config {
     size_t fragment_size;        /* largest frame payload; 0: engine default */
     size_t forward_window;       /* bytes buffered per forwarded connection; 0: default */
     uint32_t flags;              /* COC_ENGINE_* */
+    /* -- added after 0.1.0 (append only) -- */
+    uint32_t handshake_timeout_ms; /* a connection not authenticated by then is dropped; 0: 10 s */
+    int32_t spin_ns;             /* coc_wait/coc_probe poll this long before sleeping;
+                                    0: default (50 us), negative: never spin */
 } coc_engine_config;
 
 /* Zero a config and fill in defaults (no listener, engine defaults). */

@@ -1,0 +1,750 @@
+/*
+ * conn.c — one connection: set-up (connect/accept), the handshake, reading and parsing
+ * frames, and writing the send queue.
+ *
+ * Writing (under e->lock) batches queued frames into one sendmsg. A caller whose frame
+ * finds the queue empty writes it itself (coc__conn_send), so a small message leaves
+ * without waking the progress thread. Reading (under e->plock) fills a page-aligned
+ * buffer and parses frames from it; a large payload whose destination is known is read
+ * straight into place (the user's buffer, or the forwarding buffer).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "poll.h"
+#include "sha256.h"
+#include "sock.h"
+
+#define IOV_MAX_BATCH 16
+
+coc__conn *coc__conn_get(coc_engine *e, uint64_t key)
+{
+    uint32_t slot = (uint32_t)key - COC__KEY_CONN_MIN;
+    if ((uint32_t)key < COC__KEY_CONN_MIN || slot >= COC__MAX_CONNS)
+        return NULL;
+    coc__conn *c = __atomic_load_n(&e->conns[slot], __ATOMIC_ACQUIRE);
+    return c && c->key == key ? c : NULL;
+}
+
+static void set_events(coc__conn *c, unsigned events)
+{
+    if (c->state == COC__CS_DEAD || events == c->events)
+        return;
+    c->events = events;
+    coc__poll_mod(c->e->pfd, c->fd, events, c->key);
+}
+
+void coc__conn_set_in(coc__conn *c, int on)
+{
+    set_events(c, on ? c->events | COC__POLL_IN : c->events & ~COC__POLL_IN);
+}
+
+static void set_out(coc__conn *c, int on)
+{
+    set_events(c, on ? c->events | COC__POLL_OUT : c->events & ~COC__POLL_OUT);
+}
+
+void coc__conn_fail(coc__conn *c, int err, const char *why)
+{
+    coc_engine *e = c->e;
+    if (c->state == COC__CS_DEAD)
+        return;
+    if (c->state != COC__CS_OPEN)
+        e->nhandshaking--;
+    c->state = COC__CS_DEAD;
+    c->err = err;
+    c->why = why;
+    coc__poll_del(e->pfd, c->fd);
+    if (err == COC_EAUTH) {
+        e->stats.auth_failures++;
+        coc__log(e, "%s failed authentication (%s); dropped, nothing it sent was delivered", c->name,
+                 why);
+    } else if (err == COC_EPROTO) {
+        e->stats.protocol_errors++;
+        coc__log(e, "%s broke the wire protocol (%s); dropped", c->name, why);
+    } else if (!c->authed) {
+        coc__log(e, "%s: connection failed before authentication: %s (%s)", c->name, why,
+                 coc_strerror(err));
+    }
+    e->ndead++;
+    coc__wake(e);
+}
+
+static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint32_t peer_id,
+                           const char *where)
+{
+    size_t slot;
+    for (slot = 0; slot < COC__MAX_CONNS && e->conns[slot]; slot++)
+        ;
+    coc__conn *c = slot < COC__MAX_CONNS ? calloc(1, sizeof *c) : NULL;
+    uint8_t *rbuf = c ? aligned_alloc(4096, COC__RBUF) : NULL;
+    if (!rbuf) {
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    c->e = e;
+    c->fd = fd;
+    c->rbuf = rbuf;
+    c->key = (uint64_t)++e->conn_gen << 32 | (uint32_t)(slot + COC__KEY_CONN_MIN);
+    c->outgoing = (uint8_t)outgoing;
+    c->unix_ = (uint8_t)unix_;
+    c->peer_id = peer_id;
+    c->state = outgoing ? COC__CS_CONNECTING : COC__CS_HANDSHAKE;
+    c->rstate = COC__RX_HELLO;
+    c->deadline_ns = coc__now_ns() + (uint64_t)e->cfg.handshake_timeout_ms * 1000000u;
+    if (outgoing)
+        snprintf(c->name, sizeof c->name, "endpoint %u (%s)", peer_id, where);
+    else
+        snprintf(c->name, sizeof c->name, "unauthenticated peer (%s)", where);
+    c->mine.role = outgoing ? COC__ROLE_CONNECTOR : COC__ROLE_ACCEPTOR;
+    c->mine.flags = e->forward ? COC__HELLO_GATEWAY : 0;
+    c->mine.id = e->self;
+    if (getrandom(c->mine.nonce, sizeof c->mine.nonce, 0) != sizeof c->mine.nonce) {
+        free(rbuf);
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    coc__hello_encode(&c->mine, c->hs_out);
+    c->hs_len = COC__HELLO_LEN;
+    c->events = COC__POLL_IN | COC__POLL_OUT;
+    if (coc__poll_add(e->pfd, fd, c->events, c->key) < 0) {
+        free(rbuf);
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    e->nhandshaking++;
+    __atomic_store_n(&e->conns[slot], c, __ATOMIC_RELEASE);
+    return c;
+}
+
+coc__conn *coc__conn_to(coc_engine *e, uint32_t hop, int *rc)
+{
+    coc__peer *p = coc__map_get(&e->peers, hop);
+    if (p && p->conn_key) {
+        coc__conn *c = coc__conn_get(e, p->conn_key);
+        if (c && c->state != COC__CS_DEAD)
+            return c;
+        p->conn_key = 0;
+    }
+    if (!p || (!p->ip[0] && !p->unix_name[0])) {
+        coc__log(e, "no address known for endpoint %u (add_peer was not called)", hop);
+        *rc = COC_ENOROUTE;
+        return NULL;
+    }
+    char where[160];
+    int fd;
+    if (p->unix_name[0]) {
+        fd = coc__sock_connect_unix(p->unix_name);
+        snprintf(where, sizeof where, "unix:@%s", p->unix_name);
+    } else {
+        fd = coc__sock_connect_tcp(p->ip, p->port);
+        snprintf(where, sizeof where, "tcp://%s:%u", p->ip, p->port);
+    }
+    if (fd < 0) {
+        coc__log(e, "cannot connect to endpoint %u at %s: %s", hop, where, coc_strerror(fd));
+        *rc = fd;
+        return NULL;
+    }
+    coc__conn *c = conn_new(e, fd, 1, p->unix_name[0] != 0, hop, where);
+    if (!c) {
+        *rc = -ENOMEM;
+        return NULL;
+    }
+    c->delay_ns = p->delay_ns;
+    p->conn_key = c->key;
+    return c;
+}
+
+int coc__conn_accept(coc_engine *e, int lfd, int unix_)
+{
+    for (;;) {
+        int fd = coc__sock_accept(lfd, &e->reserve_fd);
+        if (fd == -EAGAIN || fd == -EWOULDBLOCK)
+            return 0;
+        if (fd < 0) {
+            coc__log(e, "accept failed: %s", coc_strerror(fd));
+            return fd;
+        }
+        conn_new(e, fd, 0, unix_, 0, unix_ ? "unix" : "tcp");
+    }
+}
+
+/* ---- handshake ------------------------------------------------------------------------- */
+
+static int hs_hello(coc__conn *c, const uint8_t *bytes)
+{
+    coc_engine *e = c->e;
+    const char *why = NULL;
+    if (coc__hello_decode(bytes, &c->theirs, &why) < 0) {
+        c->why = why;
+        return COC_EAUTH;
+    }
+    if (c->theirs.role == c->mine.role) {
+        c->why = "both ends claim the same role";
+        return COC_EAUTH;
+    }
+    if (c->outgoing && c->theirs.id != c->peer_id) {
+        c->why = "the endpoint at that address has another id";
+        return COC_EAUTH;
+    }
+    if (!c->outgoing) {
+        c->peer_id = c->theirs.id;
+        snprintf(c->name, sizeof c->name, "endpoint %u (%s)", c->peer_id,
+                 c->unix_ ? "unix" : "tcp, accepted");
+    }
+    const coc__hello *conn = c->outgoing ? &c->mine : &c->theirs;
+    const coc__hello *acc = c->outgoing ? &c->theirs : &c->mine;
+    pthread_mutex_lock(&e->lock);
+    coc__proof(e->secret, e->cfg.secret_len, c->mine.role, conn, acc, c->hs_out + c->hs_len);
+    c->hs_len += COC__PROOF_LEN;
+    coc__conn_flush(c);
+    pthread_mutex_unlock(&e->lock);
+    return 0;
+}
+
+static int hs_proof(coc__conn *c, const uint8_t *bytes)
+{
+    coc_engine *e = c->e;
+    uint8_t want[COC__PROOF_LEN];
+    const coc__hello *conn = c->outgoing ? &c->mine : &c->theirs;
+    const coc__hello *acc = c->outgoing ? &c->theirs : &c->mine;
+    coc__proof(e->secret, e->cfg.secret_len, c->theirs.role, conn, acc, want);
+    if (!coc__ct_equal(want, bytes, COC__PROOF_LEN)) {
+        c->why = "wrong proof of the job's secret";
+        return COC_EAUTH;
+    }
+    pthread_mutex_lock(&e->lock);
+    if (c->state != COC__CS_DEAD) {
+        c->authed = 1;
+        c->state = COC__CS_OPEN;
+        e->nhandshaking--;
+        e->stats.connections_open++;
+        coc__peer *p = coc__map_get(&e->peers, c->peer_id);
+        if (!p && (p = calloc(1, sizeof *p)) != NULL) {
+            p->id = c->peer_id;
+            if (coc__map_put(&e->peers, p->id, p) < 0) {
+                free(p);
+                p = NULL;
+            }
+        }
+        if (p && !coc__conn_get(e, p->conn_key)) {
+            p->conn_key = c->key; /* reuse an accepted connection for sending back */
+            c->delay_ns = p->delay_ns;
+        }
+        coc__conn_flush(c);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return 0;
+}
+
+/* ---- reading --------------------------------------------------------------------------- */
+
+static void payload_end(coc__conn *c)
+{
+    c->rstate = COC__RX_HDR;
+    if (c->rfwding) {
+        c->rfwding = 0;
+        c->rfwd = NULL;
+        c->rfwd_out = NULL;
+    } else {
+        coc__frame_end(c);
+    }
+    c->sink = NULL;
+    c->sink_cap = 0;
+}
+
+static void payload_start(coc__conn *c)
+{
+    c->rstate = COC__RX_HDR;
+    c->rleft = c->rh.len;
+    c->rdone = 0;
+    if (c->rleft)
+        c->rstate = COC__RX_PAYLOAD;
+    else
+        payload_end(c);
+}
+
+/* n payload bytes at src (which may already be their final place) */
+static void payload_bytes(coc__conn *c, const uint8_t *src, size_t n)
+{
+    if (c->rfwding) {
+        coc__forward_data(c, src, n);
+    } else if (c->rdone < c->sink_cap) {
+        uint64_t keep = c->sink_cap - c->rdone < n ? c->sink_cap - c->rdone : n;
+        if (c->sink + c->rdone != src)
+            memcpy(c->sink + c->rdone, src, keep);
+    }
+    c->rdone += n;
+    c->rleft -= n;
+    if (!c->rleft)
+        payload_end(c);
+}
+
+/* Where the rest of the payload may be read straight into, or NULL. */
+static uint8_t *direct_target(coc__conn *c, size_t *max)
+{
+    if (c->rfwding) {
+        if (!c->rfwd)
+            return NULL;
+        *max = c->rleft;
+        return c->rfwd->owned + c->rfwd->filled;
+    }
+    if (c->rdone >= c->sink_cap)
+        return NULL;
+    *max = c->sink_cap - c->rdone < c->rleft ? c->sink_cap - c->rdone : c->rleft;
+    return c->sink + c->rdone;
+}
+
+static int frame_header(coc__conn *c)
+{
+    const char *why = NULL;
+    if (coc__hdr_decode(c->rbuf + c->rpos, &c->rh, &why) < 0) {
+        c->why = why;
+        return COC_EPROTO;
+    }
+    c->rpos += COC__HDR_LEN;
+    if (c->rh.dest != c->e->self) {
+        if (!c->e->forward) {
+            c->why = "frame for another endpoint, and this one does not forward";
+            return COC_EPROTO;
+        }
+        c->rfwding = 1;
+        int rc = coc__forward_begin(c);
+        if (rc != 0)
+            return rc; /* 1: paused on a full window */
+    } else {
+        int rc = coc__frame_begin(c);
+        if (rc < 0)
+            return rc;
+    }
+    payload_start(c);
+    return 0;
+}
+
+int coc__conn_unpause(coc__conn *c)
+{
+    int rc = coc__forward_begin(c);
+    if (rc == 1)
+        return 0; /* paused again */
+    pthread_mutex_lock(&c->e->lock);
+    coc__conn_set_in(c, 1);
+    pthread_mutex_unlock(&c->e->lock);
+    if (rc < 0)
+        return rc;
+    payload_start(c);
+    return coc__conn_parse(c);
+}
+
+int coc__conn_parse(coc__conn *c)
+{
+    for (;;) {
+        size_t avail = c->rlen - c->rpos;
+        int rc;
+        switch (c->rstate) {
+        case COC__RX_HELLO:
+            if (avail < COC__HELLO_LEN)
+                return 0;
+            c->rpos += COC__HELLO_LEN;
+            if ((rc = hs_hello(c, c->rbuf + c->rpos - COC__HELLO_LEN)) < 0)
+                return rc;
+            c->rstate = COC__RX_PROOF;
+            break;
+        case COC__RX_PROOF:
+            if (avail < COC__PROOF_LEN)
+                return 0;
+            c->rpos += COC__PROOF_LEN;
+            if ((rc = hs_proof(c, c->rbuf + c->rpos - COC__PROOF_LEN)) < 0)
+                return rc;
+            c->rstate = COC__RX_HDR;
+            break;
+        case COC__RX_HDR:
+            if (avail < COC__HDR_LEN)
+                return 0;
+            rc = frame_header(c);
+            if (rc < 0)
+                return rc;
+            if (rc == 1) {
+                c->rstate = COC__RX_PAUSED;
+                return 0;
+            }
+            break;
+        case COC__RX_PAYLOAD: {
+            if (!avail)
+                return 0;
+            size_t n = avail < c->rleft ? avail : c->rleft;
+            c->rpos += n;
+            payload_bytes(c, c->rbuf + c->rpos - n, n);
+            break;
+        }
+        default: /* paused */
+            return 0;
+        }
+    }
+}
+
+static int conn_read(coc__conn *c)
+{
+    for (;;) {
+        if (c->rstate == COC__RX_PAUSED || c->state == COC__CS_DEAD)
+            return 0;
+        uint8_t *dst = NULL;
+        size_t want = 0;
+        int direct = c->rstate == COC__RX_PAYLOAD && c->rpos == c->rlen && c->rleft >= COC__DIRECT_READ &&
+                     (dst = direct_target(c, &want)) != NULL;
+        if (!direct) {
+            if (c->rpos) {
+                memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+                c->rlen -= c->rpos;
+                c->rpos = 0;
+            }
+            dst = c->rbuf + c->rlen;
+            want = COC__RBUF - c->rlen;
+        }
+        ssize_t n = read(c->fd, dst, want);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            c->why = "read failed";
+            return -errno;
+        }
+        if (n == 0) {
+            c->why = c->rstate == COC__RX_PAYLOAD ? "closed in the middle of a frame" : "closed";
+            return COC_EPEERLOST;
+        }
+        if (direct) {
+            payload_bytes(c, dst, (size_t)n);
+        } else {
+            c->rlen += (size_t)n;
+            int rc = coc__conn_parse(c);
+            if (rc < 0)
+                return rc;
+        }
+        if ((size_t)n < want)
+            return 0;
+    }
+}
+
+void coc__conn_event(coc_engine *e, coc__conn *c, unsigned events)
+{
+    if (c->state == COC__CS_CONNECTING && (events & (COC__POLL_OUT | COC__POLL_ERR))) {
+        int rc = coc__sock_error(c->fd);
+        pthread_mutex_lock(&e->lock);
+        if (rc < 0) {
+            coc__log(e, "cannot connect to %s: %s", c->name, coc_strerror(rc));
+            coc__conn_fail(c, rc, "connect failed");
+        } else {
+            c->state = COC__CS_HANDSHAKE;
+            coc__conn_flush(c);
+        }
+        pthread_mutex_unlock(&e->lock);
+        if (rc < 0)
+            return;
+    } else if (events & COC__POLL_OUT) {
+        pthread_mutex_lock(&e->lock);
+        coc__conn_flush(c);
+        pthread_mutex_unlock(&e->lock);
+    }
+    if ((events & COC__POLL_IN) && c->state != COC__CS_CONNECTING && c->state != COC__CS_DEAD) {
+        int rc = conn_read(c);
+        if (rc < 0) {
+            pthread_mutex_lock(&e->lock);
+            coc__conn_fail(c, rc, c->why ? c->why : "error");
+            pthread_mutex_unlock(&e->lock);
+        }
+    }
+}
+
+/* ---- writing --------------------------------------------------------------------------- */
+
+static void arm_timer(coc_engine *e, uint64_t due)
+{
+    if (e->timer_due && e->timer_due <= due)
+        return;
+    struct itimerspec its = {.it_value = {.tv_sec = (time_t)(due / 1000000000u),
+                                          .tv_nsec = (long)(due % 1000000000u)}};
+    timerfd_settime(e->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    e->timer_due = due;
+}
+
+static size_t frame_len(const coc__item *it)
+{
+    return it->kind == COC__IT_FWD ? it->size : COC__HDR_LEN + it->len;
+}
+
+static void stream_frame(coc_engine *e, coc__item *it)
+{
+    uint64_t n = it->send - it->spos;
+    if (n > e->cfg.fragment_size)
+        n = e->cfg.fragment_size;
+    it->sh.offset = it->spos;
+    it->sh.len = (uint32_t)n;
+    coc__hdr_encode(&it->sh, it->hdr);
+    it->data = it->req->sbuf + it->spos;
+    it->len = n;
+    it->off = 0;
+    it->spos += n;
+    e->stats.frames_sent++;
+    e->stats.bytes_sent += n;
+}
+
+/* The head item's current frame is written: move on. Returns 1 when the item is gone. */
+static int frame_written(coc__conn *c, coc__item *it)
+{
+    coc_engine *e = c->e;
+    if (it->kind == COC__IT_STREAM && it->spos < it->send && !it->req->doomed) {
+        stream_frame(e, it);
+        return 0;
+    }
+    c->head = it->next;
+    if (!c->head)
+        c->tail = NULL;
+    if (it->kind == COC__IT_STREAM) {
+        it->req->st.count = it->req->len;
+        it->req->busy = 0;
+        coc__complete(e, it->req, it->req->doomed);
+    }
+    if (it->kind == COC__IT_FWD)
+        coc__forward_done(c, it);
+    else
+        free(it->owned);
+    free(it);
+    return 1;
+}
+
+static void consume(coc__conn *c, size_t n)
+{
+    while (n && c->head) {
+        coc__item *it = c->head;
+        size_t end = it->kind == COC__IT_FWD ? it->filled : frame_len(it);
+        size_t take = end - it->off < n ? end - it->off : n;
+        it->off += take;
+        n -= take;
+        if (it->off == frame_len(it))
+            frame_written(c, it);
+    }
+}
+
+static int write_handshake(coc__conn *c)
+{
+    while (c->hs_off < c->hs_len) {
+        ssize_t n = send(c->fd, c->hs_out + c->hs_off, c->hs_len - c->hs_off, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 1;
+            return -errno;
+        }
+        c->hs_off += (size_t)n;
+    }
+    return 0;
+}
+
+void coc__conn_flush(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    if (c->state == COC__CS_DEAD || c->state == COC__CS_CONNECTING)
+        return;
+    int rc = write_handshake(c);
+    if (rc < 0) {
+        coc__conn_fail(c, rc, "write failed");
+        return;
+    }
+    if (rc == 1 || !c->authed) {
+        set_out(c, rc == 1);
+        return;
+    }
+    uint64_t now = 0;
+    while (c->head) {
+        struct iovec iov[IOV_MAX_BATCH];
+        int cnt = 0;
+        size_t total = 0;
+        for (coc__item *it = c->head; it && cnt + 2 <= IOV_MAX_BATCH; it = it->next) {
+            if (it->due_ns) {
+                if (!now)
+                    now = coc__now_ns();
+                if (it->due_ns > now) {
+                    arm_timer(e, it->due_ns);
+                    break;
+                }
+            }
+            if (it->kind == COC__IT_FWD) {
+                if (it->filled > it->off) {
+                    iov[cnt++] = (struct iovec){it->owned + it->off, it->filled - it->off};
+                    total += it->filled - it->off;
+                }
+                if (it->filled < it->size)
+                    break; /* cut-through: the rest has not arrived yet */
+                continue;
+            }
+            if (it->off < COC__HDR_LEN) {
+                iov[cnt++] = (struct iovec){it->hdr + it->off, COC__HDR_LEN - it->off};
+                total += COC__HDR_LEN - it->off;
+            }
+            size_t done = it->off > COC__HDR_LEN ? it->off - COC__HDR_LEN : 0;
+            if (it->len > done) {
+                iov[cnt++] = (struct iovec){(void *)(it->data + done), it->len - done};
+                total += it->len - done;
+            }
+            if (it->kind == COC__IT_STREAM)
+                break; /* its next frame's header is built when this one is out */
+        }
+        if (!cnt)
+            break;
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                set_out(c, 1);
+                return;
+            }
+            coc__conn_fail(c, -errno, "write failed");
+            return;
+        }
+        consume(c, (size_t)n);
+        if ((size_t)n < total) {
+            set_out(c, 1);
+            return;
+        }
+    }
+    set_out(c, 0);
+}
+
+void coc__conn_push(coc__conn *c, coc__item *it)
+{
+    if (c->delay_ns)
+        it->due_ns = coc__now_ns() + c->delay_ns;
+    it->next = NULL;
+    if (c->tail)
+        c->tail->next = it;
+    else
+        c->head = it;
+    c->tail = it;
+    if (c->head == it) /* otherwise the queue is already waiting for the socket or for input */
+        coc__conn_flush(c);
+}
+
+int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload)
+{
+    uint8_t hdr[COC__HDR_LEN];
+    size_t off = 0;
+    coc__hdr_encode(h, hdr);
+    if (c->state == COC__CS_OPEN && !c->head && !c->delay_ns && c->hs_off == c->hs_len) {
+        /* fast path: nothing queued, write from the caller's thread */
+        struct iovec iov[2] = {{hdr, COC__HDR_LEN}, {(void *)payload, h->len}};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = h->len ? 2 : 1};
+        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            coc__conn_fail(c, -errno, "write failed");
+            return COC_EPEERLOST;
+        }
+        if (n > 0)
+            off = (size_t)n;
+        if (off == COC__HDR_LEN + h->len)
+            return 0;
+    }
+    coc__item *it = calloc(1, sizeof *it);
+    if (!it)
+        return -ENOMEM;
+    it->kind = COC__IT_FRAME;
+    memcpy(it->hdr, hdr, COC__HDR_LEN);
+    it->len = h->len;
+    it->off = off;
+    if (h->len) {
+        it->owned = malloc(h->len);
+        if (!it->owned) {
+            free(it);
+            return -ENOMEM;
+        }
+        memcpy(it->owned, payload, h->len);
+        it->data = it->owned;
+    }
+    coc__conn_push(c, it);
+    return 0;
+}
+
+void coc__conn_flush_delayed(coc_engine *e)
+{
+    e->timer_due = 0;
+    for (size_t i = 0; i < COC__MAX_CONNS; i++) {
+        coc__conn *c = e->conns[i];
+        if (c && c->delay_ns && c->head)
+            coc__conn_flush(c);
+    }
+}
+
+/* ---- ending ---------------------------------------------------------------------------- */
+
+static void conn_free(coc_engine *e, coc__conn *c)
+{
+    uint32_t slot = (uint32_t)c->key - COC__KEY_CONN_MIN;
+    if (c->authed) {
+        e->stats.connections_open--;
+        coc__lost_conn(e, c);
+    }
+    coc__forward_lost(e, c);
+    coc__peer *p = coc__map_get(&e->peers, c->peer_id);
+    if (p && p->conn_key == c->key)
+        p->conn_key = 0;
+    while (c->head) {
+        coc__item *it = c->head;
+        c->head = it->next;
+        if (it->kind == COC__IT_FWD) {
+            c->fwd_queued -= it->size;
+            e->stats.forward_bytes_buffered -= it->size;
+        }
+        if (it->kind == COC__IT_STREAM) {
+            it->req->busy = 0;
+            coc__complete(e, it->req, it->req->doomed ? it->req->doomed : COC_EPEERLOST);
+        }
+        free(it->owned);
+        free(it);
+    }
+    if (c->rumsg) {
+        free(c->rumsg->data);
+        free(c->rumsg);
+    }
+    __atomic_store_n(&e->conns[slot], NULL, __ATOMIC_RELEASE);
+    close(c->fd);
+    free(c->rbuf);
+    free(c->flows);
+    free(c);
+}
+
+void coc__conn_reap(coc_engine *e)
+{
+    for (size_t i = 0; i < COC__MAX_CONNS && e->ndead; i++) {
+        coc__conn *c = e->conns[i];
+        if (c && c->state == COC__CS_DEAD) {
+            e->ndead--;
+            conn_free(e, c);
+        }
+    }
+}
+
+void coc__conn_sweep(coc_engine *e)
+{
+    uint64_t now = coc__now_ns();
+    for (size_t i = 0; i < COC__MAX_CONNS && e->nhandshaking; i++) {
+        coc__conn *c = e->conns[i];
+        if (c && c->state != COC__CS_OPEN && c->state != COC__CS_DEAD && now > c->deadline_ns) {
+            coc__log(e, "%s did not finish the handshake in time; dropped", c->name);
+            coc__conn_fail(c, COC_ETIMEDOUT, "handshake deadline passed");
+        }
+    }
+}

@@ -1,0 +1,255 @@
+/*
+ * engine.h — the engine's internal structures, shared by engine.c (API, progress thread,
+ * requests), conn.c (connections: handshake, reading, writing), match.c (queues),
+ * protocol.c (eager/rendezvous and failures) and forward.c (gateway mode).
+ *
+ * Locks. Two mutexes, always taken in this order:
+ *   plock — "the progress token": whoever holds it reads sockets and parses frames (the
+ *           progress thread, or a thread spinning in coc_wait/coc_test, which thus gets
+ *           its message without a cross-core wake-up; see docs/wire-protocol.md).
+ *   lock  — everything else: requests, queues, routes, peers, the send side of every
+ *           connection, stats and the log. Callers of isend/irecv take only this one, so
+ *           they never wait for a socket read; writes are non-blocking and short.
+ * A connection is freed only with both held, so the progress side may use a connection
+ * without `lock`, and callers may use one without `plock`.
+ */
+#ifndef COC_ENGINE_H
+#define COC_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "coc/coc.h"
+#include "route.h"
+#include "wire.h"
+
+#define COC__MAX_CONNS 4096           /* connection slots per engine */
+#define COC__RBUF 65536               /* per-connection read buffer */
+#define COC__DIRECT_READ 8192         /* payload left above which we read straight into place */
+#define COC__DEFAULT_EAGER (64u << 10)
+#define COC__DEFAULT_FRAGMENT (256u << 10)
+#define COC__DEFAULT_WINDOW (4u << 20)
+#define COC__DEFAULT_HANDSHAKE_MS 10000
+#define COC__LOG_LINES 64
+#define COC__LOG_LINE 200
+#define COC__CLOSE_LINGER_NS 2000000000LL /* close waits this long for queued frames to leave */
+
+/* Keys registered with the poller that are not connections. */
+#define COC__KEY_WAKE 1
+#define COC__KEY_TIMER 2
+#define COC__KEY_LISTEN_TCP 3
+#define COC__KEY_LISTEN_UNIX 4
+#define COC__KEY_CONN_MIN 16
+
+typedef struct coc__conn coc__conn;
+
+/* Request state word (futex): pending, pending with a sleeper, done. */
+#define COC__REQ_PENDING 0
+#define COC__REQ_SLEEPER 1
+#define COC__REQ_DONE 2
+
+enum coc__req_kind { COC__SEND = 1, COC__RECV = 2 };
+enum coc__req_phase {
+    COC__POSTED = 1,   /* recv: in the posted queue */
+    COC__MATCHED,      /* recv: an eager frame is being read into it */
+    COC__RDV,          /* recv: CTS sent, DATA expected;  send: RTS sent or data streaming */
+    COC__FINISHED
+};
+
+struct coc_request {
+    coc_engine *e;
+    struct coc_request *prev, *next;   /* the engine's list of live requests */
+    struct coc_request *qprev, *qnext; /* the posted-receive queue */
+    _Atomic int state;                 /* COC__REQ_* */
+    uint8_t kind, phase;
+    coc_status st;
+    int32_t peer;                      /* send: destination; recv: source filter */
+    uint32_t context;
+    int32_t tag;
+    const uint8_t *sbuf;               /* send buffer */
+    uint8_t *rbuf;                     /* receive buffer */
+    size_t len;                        /* send length or receive capacity */
+    uint64_t want, got;                /* rendezvous receive progress */
+    uint64_t cookie;                   /* rendezvous handle, 0 if none */
+    uint64_t conn_key;                 /* connection the operation depends on */
+    uint8_t busy;                      /* a connection is reading payload into it */
+    int doomed;                        /* failure to report when that read ends */
+};
+
+/* An unexpected message: a complete eager message, or a rendezvous envelope. */
+typedef struct coc__umsg {
+    struct coc__umsg *prev, *next;
+    uint8_t type;                      /* COC__EAGER or COC__RTS */
+    uint32_t source, context;
+    int32_t tag;
+    uint64_t total, scookie;
+    uint64_t conn_key;                 /* connection it came on */
+    uint8_t *data;                     /* eager payload (total bytes) */
+} coc__umsg;
+
+enum coc__item_kind { COC__IT_FRAME = 1, COC__IT_STREAM, COC__IT_FWD };
+
+/* Something queued for writing on a connection. */
+typedef struct coc__item {
+    struct coc__item *next;
+    uint8_t kind;
+    uint8_t hdr[COC__HDR_LEN];         /* FRAME/STREAM: the current frame's header */
+    const uint8_t *data;               /* FRAME/STREAM: the current frame's payload */
+    size_t len;                        /* its length */
+    size_t off;                        /* bytes of the current frame written */
+    uint8_t *owned;                    /* FRAME: owned payload copy; FWD: header+payload buffer */
+    size_t filled, size;               /* FWD: bytes present / frame size (cut-through) */
+    coc_request *req;                  /* STREAM: the send to complete at the end */
+    coc__hdr sh;                       /* STREAM: header template */
+    uint64_t spos, send;               /* STREAM: next offset / end */
+    uint64_t due_ns;                   /* latency emulation: not before this time */
+} coc__item;
+
+enum coc__conn_state { COC__CS_CONNECTING = 1, COC__CS_HANDSHAKE, COC__CS_OPEN, COC__CS_DEAD };
+enum coc__rx_state { COC__RX_HELLO = 1, COC__RX_PROOF, COC__RX_HDR, COC__RX_PAYLOAD, COC__RX_PAUSED };
+
+typedef struct coc__flow { uint32_t notify, lost; } coc__flow;
+
+struct coc__conn {
+    coc_engine *e;
+    int fd;
+    uint64_t key;                      /* poller key: slot | generation << 32 */
+    uint8_t state, outgoing, unix_, bye, authed;
+    uint32_t peer_id;                  /* expected (outgoing) or learnt from the hello */
+    uint64_t deadline_ns;              /* handshake must finish by then */
+    coc__hello mine, theirs;
+    char name[96];                     /* for log lines: "endpoint 3 (tcp 127.0.0.1:4000)" */
+    /* send side, under e->lock */
+    uint8_t hs_out[COC__HELLO_LEN + COC__PROOF_LEN];
+    size_t hs_len, hs_off;
+    coc__item *head, *tail;
+    unsigned events;                   /* registered with the poller */
+    uint64_t delay_ns;
+    size_t fwd_queued;                 /* forwarded bytes queued here */
+    coc__conn *waiters;                /* incoming connections paused on this one's window */
+    coc__conn *next_waiter;
+    coc__conn *paused_on;
+    coc__flow *flows;                  /* gateway: who to tell if this connection dies */
+    size_t nflows, flows_cap;
+    /* receive side, under e->plock */
+    uint8_t *rbuf;
+    size_t rpos, rlen;
+    uint8_t rstate;
+    coc__hdr rh;
+    uint64_t rleft, rdone;             /* payload bytes left / done of the current frame */
+    uint8_t *sink;                     /* where payload goes (bytes beyond sink_cap dropped) */
+    uint64_t sink_cap;
+    coc_request *rreq;                 /* EAGER matched / DATA target */
+    coc__umsg *rumsg;                  /* EAGER unexpected */
+    coc__item *rfwd;                   /* FWD: the item being filled */
+    coc__conn *rfwd_out;               /* FWD: the connection it goes out on */
+    uint8_t rfwding;                   /* the current frame is being forwarded (or dropped) */
+    int err;                           /* DEAD: why */
+    const char *why;
+    coc__conn *next_resumed;
+};
+
+typedef struct coc__peer {
+    uint32_t id;
+    char ip[64];
+    uint16_t port;
+    char unix_name[108];               /* set only when the peer is on this host and netns */
+    uint64_t conn_key;                 /* the connection we send on, 0 if none */
+    uint64_t delay_ns;
+} coc__peer;
+
+typedef struct coc__dest {
+    coc__route route;
+    uint64_t seq;                      /* next message number towards this destination */
+} coc__dest;
+
+struct coc_engine {
+    coc_engine_config cfg;
+    uint8_t secret[COC_SECRET_MAX];
+    uint32_t self;
+    int forward;
+    pthread_mutex_t plock, lock;
+    pthread_cond_t cond;               /* with lock: unexpected arrivals, queues drained */
+    pthread_t thread;
+    _Atomic int stopping;
+    int pfd, wfd, tfd, nfd;            /* poller, wake eventfd, delay timerfd, notify eventfd */
+    _Atomic int notified;
+    int tcp_fd, unix_fd, reserve_fd;
+    uint16_t tcp_port;
+    char unix_name[100];
+    char host_token[64];
+    uint64_t timer_due;                /* 0: delay timer unarmed */
+    coc__conn *conns[COC__MAX_CONNS];
+    uint32_t conn_gen;
+    size_t nhandshaking;
+    coc__map peers;                    /* id -> coc__peer */
+    coc__map dests;                    /* id -> coc__dest */
+    coc_request *reqs;                 /* live requests */
+    coc_request *posted_head, *posted_tail;
+    coc__umsg *unexp_head, *unexp_tail;
+    coc_request **rdv;                 /* rendezvous handles: slot -> request */
+    uint32_t *rdv_gen;
+    size_t rdv_cap;
+    coc__conn *resumed;                /* paused connections to restart (progress side) */
+    size_t ndead;                      /* connections marked dead, not yet reaped */
+    uint64_t last_sweep_ns;
+    int probe_waiters;
+    coc_stats stats;
+    char log[COC__LOG_LINES][COC__LOG_LINE];
+    size_t log_head, log_count;
+};
+
+/* engine.c */
+uint64_t coc__now_ns(void);
+void coc__log(coc_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void coc__complete(coc_engine *e, coc_request *r, int error); /* under lock */
+void coc__wake(coc_engine *e);                                /* poke the progress thread */
+int coc__progress(coc_engine *e, int timeout_ms);             /* under plock */
+
+/* conn.c (send side under lock; receive side under plock) */
+coc__conn *coc__conn_get(coc_engine *e, uint64_t key);
+coc__conn *coc__conn_to(coc_engine *e, uint32_t hop, int *rc);      /* connect if needed */
+int coc__conn_accept(coc_engine *e, int lfd, int unix_);             /* plock + lock */
+void coc__conn_event(coc_engine *e, coc__conn *c, unsigned events); /* plock */
+void coc__conn_push(coc__conn *c, coc__item *it);                  /* lock: queue and flush */
+void coc__conn_flush(coc__conn *c);                                 /* lock */
+void coc__conn_fail(coc__conn *c, int err, const char *why);        /* lock: mark dead */
+int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload); /* lock */
+void coc__conn_reap(coc_engine *e);                                 /* plock + lock: free dead ones */
+int coc__conn_parse(coc__conn *c);                                  /* plock: parse buffered bytes */
+int coc__conn_unpause(coc__conn *c);                                /* plock: retry a paused frame */
+void coc__conn_set_in(coc__conn *c, int on);                        /* lock */
+void coc__conn_flush_delayed(coc_engine *e);                        /* lock */
+void coc__conn_sweep(coc_engine *e);                                /* plock + lock: handshake deadlines */
+
+/* match.c (under lock) */
+int coc__matches(int32_t want_src, uint32_t want_ctx, int32_t want_tag, uint32_t src,
+                 uint32_t ctx, int32_t tag);
+coc_request *coc__posted_take(coc_engine *e, uint32_t src, uint32_t ctx, int32_t tag);
+void coc__posted_add(coc_engine *e, coc_request *r);
+void coc__posted_remove(coc_engine *e, coc_request *r);
+coc__umsg *coc__unexp_find(coc_engine *e, int32_t src, uint32_t ctx, int32_t tag);
+void coc__unexp_add(coc_engine *e, coc__umsg *u);
+void coc__unexp_remove(coc_engine *e, coc__umsg *u);
+uint64_t coc__rdv_alloc(coc_engine *e, coc_request *r);
+coc_request *coc__rdv_lookup(coc_engine *e, uint64_t cookie);
+void coc__rdv_free(coc_engine *e, uint64_t cookie);
+
+/* protocol.c */
+int coc__frame_begin(coc__conn *c);    /* plock: a header addressed to us was decoded */
+void coc__frame_end(coc__conn *c);     /* plock: its payload is complete */
+int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn); /* lock */
+void coc__lost_conn(coc_engine *e, coc__conn *c);                    /* lock */
+void coc__lost_id(coc_engine *e, uint32_t id, int error);            /* lock */
+int coc__probe_locked(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st);
+void coc__request_release(coc_engine *e, coc_request *r);            /* lock: unlink, free */
+
+/* forward.c (plock) */
+int coc__forward_begin(coc__conn *c);  /* 0 started, 1 paused on a full window, <0 error */
+void coc__forward_data(coc__conn *c, const uint8_t *src, size_t n);
+void coc__forward_lost(coc_engine *e, coc__conn *c);                 /* plock + lock */
+void coc__forward_resume(coc_engine *e);                              /* plock: restart paused */
+void coc__forward_done(coc__conn *out, coc__item *it);               /* lock: item written */
+
+#endif

@@ -1,0 +1,235 @@
+/*
+ * forward.c — gateway mode: frames addressed to another endpoint go on to the next hop
+ * by their header alone.
+ *
+ * Cut-through: as soon as a header is decoded, a page-aligned buffer for the whole frame
+ * (at most 64 B + fragment) is queued on the outgoing connection and the header is
+ * written; payload bytes are read straight into that buffer and written on as they
+ * arrive, so the gateway never holds a message, only frames in flight.
+ *
+ * Bounded memory: each outgoing connection queues at most forward_window bytes of
+ * forwarded frames (plus one frame per feeding connection). An incoming connection whose
+ * next frame would overflow that window stops being read (EPOLLIN off, its header kept)
+ * until the window drains to half; the kernel's socket buffers then fill and TCP slows the
+ * sender. So a receiver that stops reading slows its sender and the gateway stays flat.
+ *
+ * Failures: for every connection the gateway remembers which (endpoint to tell, endpoint
+ * lost) pairs crossed it; when it dies, each endpoint to tell gets an ERROR frame naming
+ * the lost endpoint, so requests at the origin fail instead of hanging. A frame with no
+ * usable next hop is dropped and answered with an ERROR frame too.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+#define FLOWS_MAX 4096
+
+static void add_flow(coc__conn *c, uint32_t notify, uint32_t lost)
+{
+    if (c->nflows && c->flows[c->nflows - 1].notify == notify && c->flows[c->nflows - 1].lost == lost)
+        return;
+    for (size_t i = 0; i < c->nflows; i++)
+        if (c->flows[i].notify == notify && c->flows[i].lost == lost)
+            return;
+    if (c->nflows == c->flows_cap) {
+        size_t cap = c->flows_cap ? c->flows_cap * 2 : 16;
+        coc__flow *f = cap <= FLOWS_MAX ? realloc(c->flows, cap * sizeof *f) : NULL;
+        if (!f)
+            return;
+        c->flows = f;
+        c->flows_cap = cap;
+    }
+    c->flows[c->nflows++] = (coc__flow){notify, lost};
+}
+
+static void error_back(coc_engine *e, coc__conn *in, const coc__hdr *h, int code)
+{
+    if (h->type == COC__ERROR || h->type == COC__BYE || (h->type == COC__DATA && h->offset))
+        return; /* never answer an error with an error; one answer per message */
+    coc__hdr eh = {.type = COC__ERROR, .source = h->dest, .dest = h->source, .tag = code};
+    coc__log(e, "cannot forward a frame from endpoint %u to endpoint %u: %s", h->source, h->dest,
+             coc_strerror(code));
+    coc__send_ctrl(e, &eh, in ? in->key : 0);
+}
+
+int coc__forward_begin(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    const coc__hdr *h = &c->rh;
+    size_t size = COC__HDR_LEN + h->len;
+    int rc = COC_ENOROUTE;
+    pthread_mutex_lock(&e->lock);
+    c->rfwd = NULL;
+    c->rfwd_out = NULL;
+    coc__dest *d = coc__map_get(&e->dests, h->dest);
+    uint32_t hop = d ? coc__route_pick(&d->route, h->source, h->dest) : 0;
+    coc__conn *out = d && hop != c->peer_id ? coc__conn_to(e, hop, &rc) : NULL;
+    if (!out) {
+        error_back(e, c, h, rc == COC_ENOROUTE ? COC_ENOROUTE : COC_EPEERLOST);
+        pthread_mutex_unlock(&e->lock);
+        return 0; /* the payload is read and dropped */
+    }
+    if (out->fwd_queued && out->fwd_queued + size > e->cfg.forward_window) {
+        c->paused_on = out;
+        c->next_waiter = out->waiters;
+        out->waiters = c;
+        coc__conn_set_in(c, 0);
+        pthread_mutex_unlock(&e->lock);
+        return 1;
+    }
+    coc__item *it = calloc(1, sizeof *it);
+    uint8_t *buf = it ? aligned_alloc(4096, (size + 4095) & ~(size_t)4095) : NULL;
+    if (!buf) {
+        free(it);
+        pthread_mutex_unlock(&e->lock);
+        c->why = "out of memory for forwarding";
+        return -ENOMEM;
+    }
+    it->kind = COC__IT_FWD;
+    it->owned = buf;
+    it->size = size;
+    coc__hdr_encode(h, buf);
+    it->filled = COC__HDR_LEN;
+    out->fwd_queued += size;
+    e->stats.forward_bytes_buffered += size;
+    if (e->stats.forward_bytes_buffered > e->stats.forward_bytes_buffered_max)
+        e->stats.forward_bytes_buffered_max = e->stats.forward_bytes_buffered;
+    e->stats.frames_forwarded++;
+    e->stats.bytes_forwarded += h->len;
+    add_flow(out, h->source, h->dest);
+    add_flow(c, h->dest, h->source);
+    if (h->len) {
+        c->rfwd = it;
+        c->rfwd_out = out;
+    }
+    coc__conn_push(out, it);
+    pthread_mutex_unlock(&e->lock);
+    return 0;
+}
+
+void coc__forward_data(coc__conn *c, const uint8_t *src, size_t n)
+{
+    coc_engine *e = c->e;
+    pthread_mutex_lock(&e->lock);
+    coc__item *it = c->rfwd;
+    coc__conn *out = c->rfwd_out;
+    if (it) {
+        if (it->owned + it->filled != src)
+            memcpy(it->owned + it->filled, src, n);
+        it->filled += n;
+        if (it->filled == it->size) {
+            c->rfwd = NULL;
+            c->rfwd_out = NULL;
+        }
+        if (out->head == it)
+            coc__conn_flush(out); /* may free it */
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+void coc__forward_done(coc__conn *out, coc__item *it)
+{
+    coc_engine *e = out->e;
+    out->fwd_queued -= it->size;
+    e->stats.forward_bytes_buffered -= it->size;
+    free(it->owned);
+    it->owned = NULL;
+    if (out->waiters && out->fwd_queued <= e->cfg.forward_window / 2) {
+        while (out->waiters) {
+            coc__conn *w = out->waiters;
+            out->waiters = w->next_waiter;
+            w->next_waiter = NULL;
+            w->paused_on = NULL;
+            w->next_resumed = e->resumed;
+            e->resumed = w;
+        }
+        coc__wake(e);
+    }
+}
+
+static void unlink_waiter(coc__conn **list, coc__conn *c, int resumed)
+{
+    for (coc__conn **p = list; *p; p = resumed ? &(*p)->next_resumed : &(*p)->next_waiter) {
+        if (*p == c) {
+            *p = resumed ? c->next_resumed : c->next_waiter;
+            return;
+        }
+    }
+}
+
+void coc__forward_lost(coc_engine *e, coc__conn *c)
+{
+    if (!e->forward)
+        return;
+    if (c->authed && !c->bye) {
+        for (size_t i = 0; i < c->nflows; i++) {
+            coc__hdr eh = {.type = COC__ERROR, .source = c->flows[i].lost, .dest = c->flows[i].notify,
+                           .tag = COC_EPEERLOST};
+            if (eh.source != eh.dest && eh.dest != e->self)
+                coc__send_ctrl(e, &eh, 0);
+        }
+    }
+    if (c->rfwd) {
+        /* c died mid-frame: the frame it was feeding can never be completed */
+        coc__conn *out = c->rfwd_out;
+        coc__item *it = c->rfwd;
+        if (it->off == 0) {
+            coc__item **p = &out->head, *prev = NULL;
+            while (*p && *p != it) {
+                prev = *p;
+                p = &(*p)->next;
+            }
+            if (*p) {
+                *p = it->next;
+                if (out->tail == it)
+                    out->tail = prev;
+                coc__forward_done(out, it);
+                free(it);
+            }
+        } else {
+            coc__conn_fail(out, COC_EPEERLOST, "the frame being forwarded lost its sender");
+        }
+        c->rfwd = NULL;
+    }
+    for (size_t i = 0; i < COC__MAX_CONNS; i++) {
+        coc__conn *x = e->conns[i];
+        if (x && x->rfwd_out == c) {
+            x->rfwd = NULL; /* the rest of its frame is read and dropped */
+            x->rfwd_out = NULL;
+        }
+    }
+    if (c->paused_on)
+        unlink_waiter(&c->paused_on->waiters, c, 0);
+    unlink_waiter(&e->resumed, c, 1);
+    while (c->waiters) {
+        coc__conn *w = c->waiters;
+        c->waiters = w->next_waiter;
+        w->paused_on = NULL;
+        w->next_resumed = e->resumed;
+        e->resumed = w;
+    }
+}
+
+void coc__forward_resume(coc_engine *e)
+{
+    for (;;) {
+        pthread_mutex_lock(&e->lock);
+        coc__conn *c = e->resumed;
+        if (c)
+            e->resumed = c->next_resumed;
+        pthread_mutex_unlock(&e->lock);
+        if (!c)
+            return;
+        c->next_resumed = NULL;
+        if (c->state == COC__CS_DEAD || c->rstate != COC__RX_PAUSED)
+            continue;
+        int rc = coc__conn_unpause(c);
+        if (rc < 0) {
+            pthread_mutex_lock(&e->lock);
+            coc__conn_fail(c, rc, c->why ? c->why : "forwarding failed");
+            pthread_mutex_unlock(&e->lock);
+        }
+    }
+}

@@ -1,0 +1,136 @@
+/*
+ * match.c — MPI matching: the posted-receive queue, the unexpected-message queue and the
+ * rendezvous handle table. Both queues are FIFO and searched from the front, which gives
+ * MPI's rules: a message matches the earliest posted receive that accepts it, and a
+ * receive takes the earliest arrived message it accepts (messages of one source in one
+ * context arrive in sending order, so they are never overtaken). All under e->lock.
+ */
+#include <stdlib.h>
+
+#include "engine.h"
+
+int coc__matches(int32_t want_src, uint32_t want_ctx, int32_t want_tag, uint32_t src,
+                 uint32_t ctx, int32_t tag)
+{
+    return want_ctx == ctx && (want_src == COC_ANY_SOURCE || (uint32_t)want_src == src) &&
+           (want_tag == COC_ANY_TAG || want_tag == tag);
+}
+
+coc_request *coc__posted_take(coc_engine *e, uint32_t src, uint32_t ctx, int32_t tag)
+{
+    for (coc_request *r = e->posted_head; r; r = r->qnext) {
+        if (coc__matches(r->peer, r->context, r->tag, src, ctx, tag)) {
+            coc__posted_remove(e, r);
+            return r;
+        }
+    }
+    return NULL;
+}
+
+void coc__posted_add(coc_engine *e, coc_request *r)
+{
+    r->qnext = NULL;
+    r->qprev = e->posted_tail;
+    if (e->posted_tail)
+        e->posted_tail->qnext = r;
+    else
+        e->posted_head = r;
+    e->posted_tail = r;
+    r->phase = COC__POSTED;
+}
+
+void coc__posted_remove(coc_engine *e, coc_request *r)
+{
+    if (r->qprev)
+        r->qprev->qnext = r->qnext;
+    else
+        e->posted_head = r->qnext;
+    if (r->qnext)
+        r->qnext->qprev = r->qprev;
+    else
+        e->posted_tail = r->qprev;
+    r->qprev = r->qnext = NULL;
+}
+
+coc__umsg *coc__unexp_find(coc_engine *e, int32_t src, uint32_t ctx, int32_t tag)
+{
+    for (coc__umsg *u = e->unexp_head; u; u = u->next)
+        if (coc__matches(src, ctx, tag, u->source, u->context, u->tag))
+            return u;
+    return NULL;
+}
+
+void coc__unexp_add(coc_engine *e, coc__umsg *u)
+{
+    u->next = NULL;
+    u->prev = e->unexp_tail;
+    if (e->unexp_tail)
+        e->unexp_tail->next = u;
+    else
+        e->unexp_head = u;
+    e->unexp_tail = u;
+    e->stats.unexpected_messages++;
+    if (u->type == COC__EAGER)
+        e->stats.unexpected_bytes += u->total;
+    if (e->probe_waiters)
+        pthread_cond_broadcast(&e->cond);
+}
+
+void coc__unexp_remove(coc_engine *e, coc__umsg *u)
+{
+    if (u->prev)
+        u->prev->next = u->next;
+    else
+        e->unexp_head = u->next;
+    if (u->next)
+        u->next->prev = u->prev;
+    else
+        e->unexp_tail = u->prev;
+    e->stats.unexpected_messages--;
+    if (u->type == COC__EAGER)
+        e->stats.unexpected_bytes -= u->total;
+}
+
+/* Rendezvous handles are (generation << 32 | slot + 1): a stale or forged one from the
+ * wire finds either an empty slot or the wrong generation, never a dangling pointer. */
+uint64_t coc__rdv_alloc(coc_engine *e, coc_request *r)
+{
+    size_t i;
+    for (i = 0; i < e->rdv_cap && e->rdv[i]; i++)
+        ;
+    if (i == e->rdv_cap) {
+        size_t cap = e->rdv_cap ? e->rdv_cap * 2 : 64;
+        coc_request **rdv = realloc(e->rdv, cap * sizeof *rdv);
+        if (!rdv)
+            return 0;
+        e->rdv = rdv;
+        uint32_t *gen = realloc(e->rdv_gen, cap * sizeof *gen);
+        if (!gen)
+            return 0;
+        e->rdv_gen = gen;
+        for (size_t j = e->rdv_cap; j < cap; j++) {
+            e->rdv[j] = NULL;
+            e->rdv_gen[j] = 1;
+        }
+        e->rdv_cap = cap;
+    }
+    e->rdv[i] = r;
+    return (uint64_t)e->rdv_gen[i] << 32 | (i + 1);
+}
+
+coc_request *coc__rdv_lookup(coc_engine *e, uint64_t cookie)
+{
+    uint64_t slot = (cookie & 0xffffffffu);
+    if (slot == 0 || slot > e->rdv_cap || e->rdv_gen[slot - 1] != (uint32_t)(cookie >> 32))
+        return NULL;
+    return e->rdv[slot - 1];
+}
+
+void coc__rdv_free(coc_engine *e, uint64_t cookie)
+{
+    if (coc__rdv_lookup(e, cookie)) {
+        size_t i = (cookie & 0xffffffffu) - 1;
+        e->rdv[i] = NULL;
+        e->rdv_gen[i]++;
+    }
+}

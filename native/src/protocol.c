@@ -1,0 +1,480 @@
+/*
+ * protocol.c — point-to-point messages: eager and rendezvous sends, receives, what a
+ * frame addressed to this endpoint does, and how lost peers fail the requests that need
+ * them.
+ *
+ * Eager (len <= eager_limit): one EAGER frame; the send completes at once (the bytes are
+ * written or copied). An unmatched eager message waits in the unexpected queue.
+ * Rendezvous (len > eager_limit): RTS (envelope only) -> the receiver matches it and
+ * answers CTS with the number of bytes it wants (its capacity, for truncation) -> the
+ * sender streams DATA frames of <= fragment_size straight from the user's buffer into
+ * the user's receive buffer. An unmatched large message costs the receiver only its
+ * envelope.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+static coc_request *req_new(coc_engine *e, uint8_t kind)
+{
+    coc_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->e = e;
+    r->kind = kind;
+    r->next = e->reqs;
+    if (e->reqs)
+        e->reqs->prev = r;
+    e->reqs = r;
+    return r;
+}
+
+static void req_unlink_free(coc_engine *e, coc_request *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        e->reqs = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    free(r);
+}
+
+static void fill_status(coc_request *r, uint32_t src, uint32_t ctx, int32_t tag, uint64_t total)
+{
+    r->st.source = (int32_t)src;
+    r->st.context = ctx;
+    r->st.tag = tag;
+    r->st.count = total;
+}
+
+/* Deliver a complete eager message to a matched receive. */
+static void deliver(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx, int32_t tag,
+                    const uint8_t *data, uint64_t total)
+{
+    fill_status(r, src, ctx, tag, total);
+    if (total)
+        memcpy(r->rbuf, data, total < r->len ? total : r->len);
+    coc__complete(e, r, total > r->len ? COC_ETRUNC : 0);
+}
+
+int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn)
+{
+    coc__dest *d = coc__map_get(&e->dests, h->dest);
+    coc__conn *c = NULL;
+    int rc = COC_ENOROUTE;
+    if (d)
+        c = coc__conn_to(e, coc__route_pick(&d->route, e->self, h->dest), &rc);
+    if (!c)
+        c = coc__conn_get(e, fallback_conn);
+    if (!c || c->state == COC__CS_DEAD)
+        return rc;
+    e->stats.frames_sent++;
+    return coc__conn_send(c, h, NULL);
+}
+
+/* A receive r matched a rendezvous envelope: ask the sender for the bytes r can hold. */
+static void rdv_accept(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx, int32_t tag,
+                       uint64_t total, uint64_t scookie, uint64_t conn_key)
+{
+    fill_status(r, src, ctx, tag, total);
+    r->want = total < r->len ? total : r->len;
+    r->got = 0;
+    r->conn_key = conn_key;
+    r->phase = COC__RDV;
+    r->cookie = coc__rdv_alloc(e, r);
+    if (!r->cookie) {
+        coc__complete(e, r, -ENOMEM);
+        return;
+    }
+    coc__hdr h = {.type = COC__CTS, .context = ctx, .source = e->self, .dest = src, .tag = tag,
+                  .total = r->want, .scookie = scookie, .rcookie = r->cookie};
+    int rc = coc__send_ctrl(e, &h, conn_key);
+    if (rc < 0)
+        coc__complete(e, r, COC_EPEERLOST);
+    else if (r->want == 0)
+        coc__complete(e, r, total ? COC_ETRUNC : 0);
+}
+
+static int self_send(coc_engine *e, coc_request *s, uint32_t ctx, int32_t tag, const void *buf,
+                     size_t len)
+{
+    coc_request *r = coc__posted_take(e, e->self, ctx, tag);
+    if (r) {
+        deliver(e, r, e->self, ctx, tag, buf, len);
+    } else {
+        coc__umsg *u = calloc(1, sizeof *u);
+        uint8_t *data = malloc(len ? len : 1);
+        if (!u || !data) {
+            free(u);
+            free(data);
+            return -ENOMEM;
+        }
+        memcpy(data, buf, len);
+        *u = (coc__umsg){.type = COC__EAGER, .source = e->self, .context = ctx, .tag = tag,
+                         .total = len, .data = data};
+        coc__unexp_add(e, u);
+    }
+    s->st.count = len;
+    coc__complete(e, s, 0);
+    return 0;
+}
+
+int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const void *buf,
+              size_t len, coc_request **out)
+{
+    if (!e || !out || tag < 0 || (len && !buf) || len > COC__MAX_MESSAGE)
+        return COC_EINVAL;
+    pthread_mutex_lock(&e->lock);
+    int rc = 0;
+    coc_request *r = req_new(e, COC__SEND);
+    if (!r) {
+        pthread_mutex_unlock(&e->lock);
+        return -ENOMEM;
+    }
+    r->peer = (int32_t)dest;
+    r->context = context;
+    r->tag = tag;
+    r->sbuf = buf;
+    r->len = len;
+    fill_status(r, dest, context, tag, 0);
+    if (dest == e->self) {
+        rc = self_send(e, r, context, tag, buf, len);
+        goto out;
+    }
+    coc__dest *d = coc__map_get(&e->dests, dest);
+    if (!d) {
+        rc = COC_ENOROUTE;
+        goto out;
+    }
+    coc__conn *c = coc__conn_to(e, coc__route_pick(&d->route, e->self, dest), &rc);
+    if (!c)
+        goto out;
+    coc__hdr h = {.context = context, .source = e->self, .dest = dest, .tag = tag, .seq = d->seq++};
+    if (len <= e->cfg.eager_limit) {
+        h.type = COC__EAGER;
+        h.len = (uint32_t)len;
+        h.total = len;
+        rc = coc__conn_send(c, &h, buf);
+        if (rc == 0) {
+            e->stats.frames_sent++;
+            e->stats.bytes_sent += len;
+            r->st.count = len;
+            coc__complete(e, r, 0);
+        }
+    } else {
+        h.type = COC__RTS;
+        h.total = len;
+        r->cookie = h.scookie = coc__rdv_alloc(e, r);
+        if (!r->cookie) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        r->conn_key = c->key;
+        r->phase = COC__RDV;
+        rc = coc__conn_send(c, &h, NULL);
+        if (rc == 0)
+            e->stats.frames_sent++;
+    }
+out:
+    if (rc < 0) {
+        coc__rdv_free(e, r->cookie);
+        req_unlink_free(e, r);
+    } else {
+        *out = r;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return rc < 0 ? rc : 0;
+}
+
+int coc_irecv(coc_engine *e, int32_t source, uint32_t context, int32_t tag, void *buf, size_t cap,
+              coc_request **out)
+{
+    if (!e || !out || source < COC_ANY_SOURCE || tag < COC_ANY_TAG || (cap && !buf))
+        return COC_EINVAL;
+    pthread_mutex_lock(&e->lock);
+    coc_request *r = req_new(e, COC__RECV);
+    if (!r) {
+        pthread_mutex_unlock(&e->lock);
+        return -ENOMEM;
+    }
+    r->peer = source;
+    r->context = context;
+    r->tag = tag;
+    r->rbuf = buf;
+    r->len = cap;
+    coc__umsg *u = coc__unexp_find(e, source, context, tag);
+    if (!u) {
+        coc__posted_add(e, r);
+    } else {
+        coc__unexp_remove(e, u);
+        if (u->type == COC__EAGER)
+            deliver(e, r, u->source, u->context, u->tag, u->data, u->total);
+        else
+            rdv_accept(e, r, u->source, u->context, u->tag, u->total, u->scookie, u->conn_key);
+        free(u->data);
+        free(u);
+    }
+    *out = r;
+    pthread_mutex_unlock(&e->lock);
+    return 0;
+}
+
+int coc__probe_locked(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st)
+{
+    coc__umsg *u = coc__unexp_find(e, source, context, tag);
+    if (!u)
+        return 0;
+    if (st)
+        *st = (coc_status){.source = (int32_t)u->source, .tag = u->tag, .context = u->context,
+                           .count = u->total};
+    return 1;
+}
+
+void coc__request_release(coc_engine *e, coc_request *r)
+{
+    req_unlink_free(e, r);
+}
+
+/* ---- frames addressed to this endpoint --------------------------------------------------- */
+
+static int bad(coc__conn *c, const char *why)
+{
+    c->why = why;
+    return COC_EPROTO;
+}
+
+static int start_stream(coc_engine *e, coc_request *s, const coc__hdr *cts)
+{
+    coc__conn *out = coc__conn_get(e, s->conn_key);
+    coc__rdv_free(e, s->cookie); /* one CTS per send: the handle is spent */
+    s->cookie = 0;
+    if (cts->total == 0) {
+        s->st.count = s->len;
+        coc__complete(e, s, 0);
+        return 0;
+    }
+    if (!out || out->state == COC__CS_DEAD) {
+        coc__complete(e, s, COC_EPEERLOST);
+        return 0;
+    }
+    coc__item *it = calloc(1, sizeof *it);
+    if (!it)
+        return -ENOMEM;
+    it->kind = COC__IT_STREAM;
+    it->req = s;
+    it->sh = (coc__hdr){.type = COC__DATA, .context = s->context, .source = e->self,
+                        .dest = (uint32_t)s->peer, .tag = s->tag, .total = cts->total,
+                        .rcookie = cts->rcookie};
+    it->send = cts->total;
+    s->busy = 1; /* until the stream ends: a failure must not free the buffer under it */
+    /* first frame header, as frame_written builds the following ones */
+    uint64_t n = cts->total < e->cfg.fragment_size ? cts->total : e->cfg.fragment_size;
+    it->sh.len = (uint32_t)n;
+    coc__hdr_encode(&it->sh, it->hdr);
+    it->data = s->sbuf;
+    it->len = n;
+    it->spos = n;
+    e->stats.frames_sent++;
+    e->stats.bytes_sent += n;
+    coc__conn_push(out, it);
+    return 0;
+}
+
+int coc__frame_begin(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    const coc__hdr *h = &c->rh;
+    coc_request *r;
+    int rc = 0;
+    pthread_mutex_lock(&e->lock);
+    e->stats.frames_received++;
+    e->stats.bytes_received += h->len;
+    switch (h->type) {
+    case COC__EAGER:
+        r = coc__posted_take(e, h->source, h->context, h->tag);
+        if (r) {
+            fill_status(r, h->source, h->context, h->tag, h->total);
+            r->phase = COC__MATCHED;
+            r->conn_key = c->key;
+            r->busy = 1;
+            c->rreq = r;
+            c->sink = r->rbuf;
+            c->sink_cap = r->len;
+        } else {
+            coc__umsg *u = calloc(1, sizeof *u);
+            uint8_t *data = malloc(h->total ? h->total : 1);
+            if (!u || !data) {
+                free(u);
+                free(data);
+                rc = -ENOMEM;
+                break;
+            }
+            *u = (coc__umsg){.type = COC__EAGER, .source = h->source, .context = h->context,
+                             .tag = h->tag, .total = h->total, .conn_key = c->key, .data = data};
+            c->rumsg = u;
+            c->sink = data;
+            c->sink_cap = h->total;
+        }
+        break;
+    case COC__RTS:
+        r = coc__posted_take(e, h->source, h->context, h->tag);
+        if (r) {
+            rdv_accept(e, r, h->source, h->context, h->tag, h->total, h->scookie, c->key);
+        } else {
+            coc__umsg *u = calloc(1, sizeof *u);
+            if (!u) {
+                rc = -ENOMEM;
+                break;
+            }
+            *u = (coc__umsg){.type = COC__RTS, .source = h->source, .context = h->context,
+                             .tag = h->tag, .total = h->total, .scookie = h->scookie,
+                             .conn_key = c->key};
+            coc__unexp_add(e, u);
+        }
+        break;
+    case COC__CTS:
+        r = coc__rdv_lookup(e, h->scookie);
+        if (!r || r->kind != COC__SEND || (uint32_t)r->peer != h->source || h->total > r->len)
+            rc = bad(c, "clear to send for no pending send");
+        else
+            rc = start_stream(e, r, h);
+        break;
+    case COC__DATA:
+        r = coc__rdv_lookup(e, h->rcookie);
+        if (!r || r->kind != COC__RECV || r->phase != COC__RDV || (uint32_t)r->st.source != h->source ||
+            h->total != r->want) {
+            rc = bad(c, "data fragment for no pending receive");
+            break;
+        }
+        r->busy = 1;
+        c->rreq = r;
+        c->sink = r->rbuf + h->offset;
+        c->sink_cap = h->len;
+        break;
+    case COC__ERROR:
+        coc__lost_id(e, h->source, h->tag);
+        break;
+    case COC__BYE:
+        c->bye = 1;
+        break;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+void coc__frame_end(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    const coc__hdr *h = &c->rh;
+    coc_request *r = c->rreq;
+    if (h->type != COC__EAGER && h->type != COC__DATA)
+        return;
+    pthread_mutex_lock(&e->lock);
+    c->rreq = NULL;
+    if (r) {
+        r->busy = 0;
+        if (h->type == COC__DATA)
+            r->got += h->len;
+        if (r->doomed)
+            coc__complete(e, r, r->doomed);
+        else if (h->type == COC__EAGER || r->got == r->want)
+            coc__complete(e, r, r->st.count > r->len ? COC_ETRUNC : 0);
+    } else if (c->rumsg) {
+        coc__umsg *u = c->rumsg;
+        c->rumsg = NULL;
+        r = coc__posted_take(e, u->source, u->context, u->tag);
+        if (r) {
+            deliver(e, r, u->source, u->context, u->tag, u->data, u->total);
+            free(u->data);
+            free(u);
+        } else {
+            coc__unexp_add(e, u);
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* ---- failures ------------------------------------------------------------------------------ */
+
+static void fail(coc_engine *e, coc_request *r, int32_t source, int error)
+{
+    if (r->phase == COC__POSTED)
+        coc__posted_remove(e, r);
+    if (r->kind == COC__RECV)
+        r->st.source = source;
+    if (r->busy)
+        r->doomed = error; /* a connection is mid-frame into it: fail when that frame ends */
+    else
+        coc__complete(e, r, error);
+}
+
+static void drop_envelopes(coc_engine *e, uint64_t conn_key, int64_t source)
+{
+    for (coc__umsg *u = e->unexp_head, *next; u; u = next) {
+        next = u->next;
+        if (u->type == COC__RTS && (u->conn_key == conn_key || (int64_t)u->source == source)) {
+            coc__unexp_remove(e, u);
+            free(u);
+        }
+    }
+}
+
+/* Does our route towards `src` leave through `hop`? (Then its messages come that way too.) */
+static int via(coc_engine *e, uint32_t src, uint32_t hop)
+{
+    coc__dest *d = coc__map_get(&e->dests, src);
+    return d && coc__route_pick(&d->route, e->self, src) == hop;
+}
+
+void coc__lost_conn(coc_engine *e, coc__conn *c)
+{
+    uint32_t peer = c->peer_id;
+    int crashed = !c->bye;
+    if (crashed) {
+        e->stats.peers_lost++;
+        coc__log(e, "%s lost: %s (%s)", c->name, c->why ? c->why : "closed", coc_strerror(c->err));
+    }
+    for (coc_request *r = e->reqs; r; r = r->next) {
+        if (atomic_load(&r->state) == COC__REQ_DONE)
+            continue;
+        if (r == c->rreq) {
+            r->busy = 0;
+            coc__complete(e, r, COC_EPEERLOST);
+        } else if (r->kind == COC__SEND) {
+            if (r->conn_key == c->key)
+                fail(e, r, r->peer, COC_EPEERLOST);
+        } else if (r->phase == COC__POSTED) {
+            if (r->peer == COC_ANY_SOURCE ? crashed : ((uint32_t)r->peer == peer || via(e, r->peer, peer)))
+                fail(e, r, r->peer == COC_ANY_SOURCE ? (int32_t)peer : r->peer, COC_EPEERLOST);
+        } else if (r->conn_key == c->key) {
+            fail(e, r, r->st.source, COC_EPEERLOST);
+        }
+    }
+    c->rreq = NULL;
+    drop_envelopes(e, c->key, -1);
+}
+
+void coc__lost_id(coc_engine *e, uint32_t id, int error)
+{
+    if (id == e->self)
+        return;
+    e->stats.peers_lost++;
+    coc__log(e, "endpoint %u unreachable (%s, reported by a gateway)", id, coc_strerror(error));
+    for (coc_request *r = e->reqs; r; r = r->next) {
+        if (atomic_load(&r->state) == COC__REQ_DONE)
+            continue;
+        if (r->kind == COC__SEND) {
+            if ((uint32_t)r->peer == id)
+                fail(e, r, r->peer, error);
+        } else if (r->phase == COC__POSTED) {
+            if (r->peer == COC_ANY_SOURCE || (uint32_t)r->peer == id)
+                fail(e, r, (int32_t)id, error);
+        } else if ((uint32_t)r->st.source == id) {
+            fail(e, r, (int32_t)id, error);
+        }
+    }
+    drop_envelopes(e, 0, id);
+}

@@ -1,0 +1,116 @@
+/* route.c — id maps and weighted, order-keeping next-hop choice (see route.h). */
+#include "route.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "coc/coc.h"
+
+static size_t slot_of(uint32_t key, size_t cap)
+{
+    return (size_t)((key * 0x9E3779B1u) & (cap - 1));
+}
+
+void *coc__map_get(const coc__map *m, uint32_t key)
+{
+    if (!m->cap)
+        return NULL;
+    for (size_t i = slot_of(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->vals[i])
+            return NULL;
+        if (m->keys[i] == key)
+            return m->vals[i];
+    }
+}
+
+static int grow(coc__map *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 16;
+    uint32_t *keys = calloc(cap, sizeof *keys);
+    void **vals = calloc(cap, sizeof *vals);
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return -ENOMEM;
+    }
+    for (size_t j = 0; j < m->cap; j++) {
+        if (!m->vals[j])
+            continue;
+        size_t i = slot_of(m->keys[j], cap);
+        while (vals[i])
+            i = (i + 1) & (cap - 1);
+        keys[i] = m->keys[j];
+        vals[i] = m->vals[j];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+    return 0;
+}
+
+int coc__map_put(coc__map *m, uint32_t key, void *val)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        int rc = grow(m);
+        if (rc < 0)
+            return rc;
+    }
+    size_t i = slot_of(key, m->cap);
+    while (m->vals[i] && m->keys[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    if (!m->vals[i])
+        m->n++;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    return 0;
+}
+
+void coc__map_free(coc__map *m, void (*free_val)(void *))
+{
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->vals[i] && free_val)
+            free_val(m->vals[i]);
+    free(m->keys);
+    free(m->vals);
+    m->keys = NULL;
+    m->vals = NULL;
+    m->cap = m->n = 0;
+}
+
+int coc__route_make(coc__route *r, const uint32_t *hops, const uint32_t *weights, size_t n)
+{
+    if (n == 0 || n > COC__ROUTE_MAX_HOPS || !hops)
+        return COC_EINVAL;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        r->hops[i] = hops[i];
+        sum += weights ? weights[i] : 1;
+        r->cumulative[i] = sum;
+    }
+    if (sum == 0)
+        return COC_EINVAL;
+    r->n = n;
+    return 0;
+}
+
+static uint64_t mix(uint64_t x) /* splitmix64 finaliser */
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+uint32_t coc__route_pick(const coc__route *r, uint32_t source, uint32_t dest)
+{
+    if (r->n == 1)
+        return r->hops[0];
+    uint64_t point = mix((uint64_t)source << 32 | dest) % r->cumulative[r->n - 1];
+    size_t i = 0;
+    while (r->cumulative[i] <= point)
+        i++;
+    return r->hops[i];
+}

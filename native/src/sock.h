@@ -1,0 +1,25 @@
+/* sock.h — TCP and unix-socket helpers: non-blocking, close-on-exec, tuned for the data path. */
+#ifndef COC_SOCK_H
+#define COC_SOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define COC__SOCK_BUF (4 << 20) /* SO_SNDBUF/SO_RCVBUF asked for (the kernel caps it) */
+
+/* Listen on ip:port, trying port_min..port_max (0,0: any); *port gets the bound port. */
+int coc__sock_listen_tcp(const char *ip, uint16_t port_min, uint16_t port_max, uint16_t *port);
+/* Listen on the abstract unix name `name` (without the leading '@'). */
+int coc__sock_listen_unix(const char *name);
+/* Start a non-blocking connect; returns the fd (connection completes on writability). */
+int coc__sock_connect_tcp(const char *ip, uint16_t port);
+int coc__sock_connect_unix(const char *name);
+/* Accept one connection; -EAGAIN when none. On EMFILE/ENFILE, sheds the pending
+ * connection using the reserve fd (*reserve is reopened) so the listener does not spin. */
+int coc__sock_accept(int lfd, int *reserve);
+/* The pending error of a socket whose non-blocking connect finished (0 or -errno). */
+int coc__sock_error(int fd);
+/* "host token" identifying this host's boot and network namespace, for the same-host path. */
+int coc__host_token(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,176 @@
+/* wire.c — encode and validate frame headers and handshake messages (little-endian). */
+#include "wire.h"
+
+#include <string.h>
+
+#include "coc/coc.h"
+#include "sha256.h"
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+void coc__hdr_encode(const coc__hdr *h, uint8_t out[COC__HDR_LEN])
+{
+    out[0] = COC__WIRE_MAGIC;
+    out[1] = COC__WIRE_VERSION;
+    out[2] = h->type;
+    out[3] = h->flags;
+    put32(out + 4, h->context);
+    put32(out + 8, h->source);
+    put32(out + 12, h->dest);
+    put32(out + 16, (uint32_t)h->tag);
+    put32(out + 20, h->len);
+    put64(out + 24, h->seq);
+    put64(out + 32, h->offset);
+    put64(out + 40, h->total);
+    put64(out + 48, h->scookie);
+    put64(out + 56, h->rcookie);
+}
+
+#define BAD(text)          \
+    do {                   \
+        if (why)           \
+            *why = (text); \
+        return COC_EPROTO; \
+    } while (0)
+
+int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **why)
+{
+    if (in[0] != COC__WIRE_MAGIC)
+        BAD("bad frame magic");
+    if (in[1] != COC__WIRE_VERSION)
+        BAD("unsupported frame version");
+    h->type = in[2];
+    h->flags = in[3];
+    h->context = get32(in + 4);
+    h->source = get32(in + 8);
+    h->dest = get32(in + 12);
+    h->tag = (int32_t)get32(in + 16);
+    h->len = get32(in + 20);
+    h->seq = get64(in + 24);
+    h->offset = get64(in + 32);
+    h->total = get64(in + 40);
+    h->scookie = get64(in + 48);
+    h->rcookie = get64(in + 56);
+    if (h->type < COC__EAGER || h->type >= COC__TYPE_LAST)
+        BAD("unknown frame type");
+    if (h->flags != 0)
+        BAD("unknown frame flags");
+    if (h->source == h->dest)
+        BAD("frame source equals destination");
+    if (h->len > COC__MAX_PAYLOAD)
+        BAD("payload length above the maximum");
+    if (h->total > COC__MAX_MESSAGE)
+        BAD("total length above the maximum");
+    switch (h->type) {
+    case COC__EAGER:
+        if (h->tag < 0)
+            BAD("negative tag");
+        if (h->offset != 0 || h->len != h->total)
+            BAD("eager frame must carry the whole message");
+        if (h->scookie || h->rcookie)
+            BAD("eager frame with rendezvous handles");
+        break;
+    case COC__RTS:
+        if (h->tag < 0)
+            BAD("negative tag");
+        if (h->len || h->offset || !h->scookie || h->rcookie)
+            BAD("malformed request to send");
+        break;
+    case COC__CTS:
+        if (h->tag < 0)
+            BAD("negative tag");
+        if (h->len || h->offset || !h->scookie || !h->rcookie)
+            BAD("malformed clear to send");
+        break;
+    case COC__DATA:
+        if (h->tag < 0)
+            BAD("negative tag");
+        if (h->len == 0 || !h->rcookie || h->scookie)
+            BAD("malformed data fragment");
+        if (h->offset > h->total || h->len > h->total - h->offset)
+            BAD("fragment beyond the end of its message");
+        break;
+    case COC__ERROR:
+        if (h->tag != COC_EPEERLOST && h->tag != COC_ENOROUTE)
+            BAD("unknown error code in error frame");
+        if (h->len || h->offset || h->total || h->scookie || h->rcookie || h->context)
+            BAD("malformed error frame");
+        break;
+    case COC__BYE:
+        if (h->tag || h->len || h->offset || h->total || h->scookie || h->rcookie || h->context)
+            BAD("malformed bye frame");
+        break;
+    }
+    return 0;
+}
+
+static const uint8_t hello_magic[4] = {'C', 'O', 'C', 'H'};
+
+void coc__hello_encode(const coc__hello *h, uint8_t out[COC__HELLO_LEN])
+{
+    memcpy(out, hello_magic, 4);
+    out[4] = COC__WIRE_VERSION;
+    out[5] = h->role;
+    out[6] = (uint8_t)h->flags;
+    out[7] = (uint8_t)(h->flags >> 8);
+    put32(out + 8, h->id);
+    put32(out + 12, 0);
+    memcpy(out + 16, h->nonce, COC__NONCE_LEN);
+}
+
+int coc__hello_decode(const uint8_t in[COC__HELLO_LEN], coc__hello *h, const char **why)
+{
+    if (memcmp(in, hello_magic, 4) != 0)
+        BAD("not a coc peer (bad preamble magic)");
+    if (in[4] != COC__WIRE_VERSION)
+        BAD("unsupported protocol version");
+    h->role = in[5];
+    h->flags = (uint16_t)(in[6] | in[7] << 8);
+    h->id = get32(in + 8);
+    if (h->role != COC__ROLE_CONNECTOR && h->role != COC__ROLE_ACCEPTOR)
+        BAD("unknown role in preamble");
+    if (h->flags & ~COC__HELLO_GATEWAY)
+        BAD("unknown preamble flags");
+    if (get32(in + 12) != 0)
+        BAD("reserved preamble bytes not zero");
+    memcpy(h->nonce, in + 16, COC__NONCE_LEN);
+    return 0;
+}
+
+void coc__proof(const uint8_t *secret, size_t secret_len, uint8_t prover_role,
+                const coc__hello *connector, const coc__hello *acceptor,
+                uint8_t out[COC__PROOF_LEN])
+{
+    static const char label[] = "coc-auth-1";
+    uint8_t ids[8];
+    coc__hmac m;
+    put32(ids, connector->id);
+    put32(ids + 4, acceptor->id);
+    coc__hmac_init(&m, secret, secret_len);
+    coc__hmac_update(&m, label, sizeof label - 1);
+    coc__hmac_update(&m, &prover_role, 1);
+    coc__hmac_update(&m, connector->nonce, COC__NONCE_LEN);
+    coc__hmac_update(&m, acceptor->nonce, COC__NONCE_LEN);
+    coc__hmac_update(&m, ids, sizeof ids);
+    coc__hmac_final(&m, out);
+}

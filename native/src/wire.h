@@ -1,0 +1,70 @@
+/*
+ * wire.h — the bytes on a connection: the handshake messages and the fixed frame header.
+ * docs/wire-protocol.md describes every byte; these functions are the only code that
+ * reads or writes them. Decoders validate every field before anything is allocated.
+ */
+#ifndef COC_WIRE_H
+#define COC_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define COC__WIRE_MAGIC 0xC0
+#define COC__WIRE_VERSION 1
+#define COC__HDR_LEN 64
+#define COC__MAX_PAYLOAD (16u << 20)            /* largest frame payload anyone may send */
+#define COC__MAX_MESSAGE ((uint64_t)1 << 40)    /* largest message (1 TiB) */
+
+enum coc__frame_type {
+    COC__EAGER = 1, /* a whole small message */
+    COC__RTS = 2,   /* rendezvous: request to send (envelope only) */
+    COC__CTS = 3,   /* rendezvous: clear to send, from the receiver */
+    COC__DATA = 4,  /* rendezvous: one fragment of the payload */
+    COC__ERROR = 5, /* a gateway reports that `source` became unreachable */
+    COC__BYE = 6,   /* orderly close of the connection's sender */
+    COC__TYPE_LAST
+};
+
+typedef struct coc__hdr {
+    uint8_t type, flags;
+    uint32_t context, source, dest;
+    int32_t tag;       /* >= 0; ERROR frames carry a negative coc error code */
+    uint32_t len;      /* payload bytes that follow this header */
+    uint64_t seq;      /* sender's message number towards dest (diagnostics) */
+    uint64_t offset;   /* DATA: where this fragment goes */
+    uint64_t total;    /* EAGER/RTS: message size; CTS/DATA: bytes being transferred */
+    uint64_t scookie;  /* sender's rendezvous handle (RTS, CTS) */
+    uint64_t rcookie;  /* receiver's rendezvous handle (CTS, DATA) */
+} coc__hdr;
+
+void coc__hdr_encode(const coc__hdr *h, uint8_t out[COC__HDR_LEN]);
+/* Decode and validate; 0 or COC_EPROTO (why is written to *why when not NULL). */
+int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **why);
+
+/* ---- handshake ---- */
+#define COC__HELLO_LEN 48
+#define COC__PROOF_LEN 32
+#define COC__NONCE_LEN 32
+#define COC__ROLE_CONNECTOR 1
+#define COC__ROLE_ACCEPTOR 2
+#define COC__HELLO_GATEWAY 0x1 /* hello flag: the sender forwards frames */
+
+typedef struct coc__hello {
+    uint8_t role;
+    uint16_t flags;
+    uint32_t id;
+    uint8_t nonce[COC__NONCE_LEN];
+} coc__hello;
+
+void coc__hello_encode(const coc__hello *h, uint8_t out[COC__HELLO_LEN]);
+int coc__hello_decode(const uint8_t in[COC__HELLO_LEN], coc__hello *h, const char **why);
+
+/*
+ * The proof that `prover_role` holds the secret: HMAC-SHA256(secret, "coc-auth-1" ||
+ * prover_role || connector nonce || acceptor nonce || connector id || acceptor id).
+ */
+void coc__proof(const uint8_t *secret, size_t secret_len, uint8_t prover_role,
+                const coc__hello *connector, const coc__hello *acceptor,
+                uint8_t out[COC__PROOF_LEN]);
+
+#endif
