@@ -17,8 +17,8 @@ def _number(groups, rank=lambda first: ()):
     return {h: color for color, group in enumerate(ordered) for h in group}
 
 
-def _components(G, host_list, usable):
-    """Group ``host_list`` into components joined by the networks (and links) in ``usable``."""
+def _site_groups(G, members):
+    """Group the hosts ``members`` of one site by direct reach (see :func:`levels`)."""
     parent = {}
 
     def find(x):
@@ -28,17 +28,22 @@ def _components(G, host_list, usable):
             x = parent[x]
         return x
 
-    for h in host_list:
-        find(h)
-        for net in G[h]:
-            if net in usable:
-                parent[find(net)] = find(h)
     for u, v, d in G.edges(data=True):
-        if d["kind"] == "link" and u in usable and v in usable:
+        if d["kind"] == "link":
             parent[find(u)] = find(v)
+    others = [h for h in members if G.nodes[h]["role"] != "gateway"]
+    for h in others:
+        nets = list(G[h])
+        for net in nets[1:]:
+            parent[find(net)] = find(nets[0])
+    population = {}
+    for h in others:
+        root = find(next(iter(G[h])))
+        population[root] = population.get(root, 0) + 1
     groups = {}
-    for h in host_list:
-        groups.setdefault(find(h), []).append(h)
+    for h in members:
+        roots = sorted({find(net) for net in G[h]}, key=natural_key)
+        groups.setdefault(max(roots, key=lambda r: population.get(r, 0)), []).append(h)
     return groups.values()
 
 
@@ -50,9 +55,11 @@ def levels(G):
     - ``wan``: the connected component of the whole topology (hosts, networks, interfaces,
       links); every host of a valid topology has color 0.
     - ``site``: the index of the host's site in sorted order.
-    - ``network``: the component of the host among the hosts of its own site, joined by
-      shared networks and by networks joined by links (no forwarding host in between);
-      numbered across the whole topology, so it also tells sites apart.
+    - ``network``: hosts of one site that reach each other without a gateway: networks
+      joined by links form a group, and a host that is not a gateway joins the groups of
+      all its networks; a gateway takes the group of its networks where most of its
+      site's other hosts are (it forwards between groups but does not merge them).
+      Numbered across the whole topology, so it also tells sites apart.
     - ``host``: the index of the host in natural order.
 
     A program splits a communicator on a level's color to get the ranks it can reach
@@ -77,10 +84,9 @@ def levels(G):
     all_hosts = hosts(G)
     wan = _number(nx.connected_components(G.subgraph(all_hosts + networks(G))))
     site_index = {site: i for i, site in enumerate(sites(G))}
-    usable = set(networks(G))
     groups = []
     for site in sites(G):
-        groups.extend(_components(G, hosts(G, site=site), usable))
+        groups.extend(_site_groups(G, hosts(G, site=site)))
     network = _number(groups, rank=lambda h: site_index[G.nodes[h]["site"]])
     return {h: {"wan": wan[h], "site": site_index[G.nodes[h]["site"]],
                 "network": network[h], "host": i}
