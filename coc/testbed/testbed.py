@@ -78,8 +78,11 @@ class Testbed:
         for i in interfaces:
             if i["network"] == network:
                 return i["address"]
+        on = ", ".join(i["network"] for i in interfaces)
+        if network is None:
+            raise TestbedError(f"host {host!r} has several interfaces ({on}): name the network")
         raise TestbedError(f"host {host!r} has no interface on network {network!r} (it is on "
-                           f"{', '.join(i['network'] for i in interfaces)})")
+                           f"{on})")
 
     def argv(self, host, argv):
         """Return the command line that runs ``argv`` in ``host``'s namespace (for spawners)."""
