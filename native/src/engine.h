@@ -40,6 +40,7 @@
 #define COC__KEY_TIMER 2
 #define COC__KEY_LISTEN_TCP 3
 #define COC__KEY_LISTEN_UNIX 4
+#define COC__KEY_INNER 5
 #define COC__KEY_CONN_MIN 16
 
 typedef struct coc__conn coc__conn;
@@ -174,6 +175,9 @@ struct coc_engine {
     pthread_t thread;
     _Atomic int stopping;
     int pfd, wfd, tfd, nfd;            /* poller, wake eventfd, delay timerfd, notify eventfd */
+    int ofd;                           /* outer poller of the progress thread: pfd + wfd */
+    pthread_mutex_t spin_lock;         /* guards spinners and arming pfd in ofd */
+    int spinners;                      /* threads polling pfd themselves right now */
     _Atomic int notified;
     int tcp_fd, unix_fd, reserve_fd;
     uint16_t tcp_port;
