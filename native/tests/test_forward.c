@@ -1,0 +1,160 @@
+/* test_forward.c — gateway engines: one hop, two hops in a row, and two gateways sharing
+ * load while every (source, destination) stream stays in order. */
+#include <stdlib.h>
+
+#include "engines.h"
+
+#define BIG (3u << 20)
+
+/* src sends `count` messages (every 8th one rendezvous) to dst; dst checks order and bytes. */
+static void stream(coc_engine *src, uint32_t src_id, coc_engine *dst, uint32_t dst_id, int count)
+{
+    uint8_t *payload = malloc(BIG), *in = malloc(BIG);
+    for (size_t i = 0; i < BIG; i++)
+        payload[i] = (uint8_t)(i ^ (i >> 8) ^ src_id);
+    coc_request **s = calloc((size_t)count, sizeof *s), *r;
+    for (int i = 0; i < count; i++) {
+        size_t n = i % 8 == 7 ? BIG : 16 + (size_t)i;
+        memcpy(payload, &i, sizeof i);
+        /* rendezvous reads the buffer in place: give each big send its own copy */
+        uint8_t *buf = n == BIG ? payload : memcpy(malloc(n), payload, n);
+        CHECK_RC(coc_isend(src, dst_id, 1, 3, buf, n, &s[i]));
+        if (n == BIG) {
+            /* keep payload alive and unchanged until this send completes */
+            CHECK_RC(coc_irecv(dst, (int32_t)src_id, 1, 3, in, BIG, &r));
+            coc_status st = t_wait(r);
+            CHECK(st.error == 0 && st.count == BIG && memcmp(in, payload, BIG) == 0);
+            coc_request_free(r);
+        } else {
+            free(buf); /* eager sends are copied or written before isend returns */
+            CHECK_RC(coc_irecv(dst, (int32_t)src_id, 1, 3, in, BIG, &r));
+            coc_status st = t_wait(r);
+            int got;
+            memcpy(&got, in, sizeof got);
+            CHECK(st.error == 0 && st.count == n && got == i);
+            coc_request_free(r);
+        }
+        CHECK(t_wait(s[i]).error == 0);
+        coc_request_free(s[i]);
+    }
+    free(s);
+    free(payload);
+    free(in);
+}
+
+static void one_and_two_hops(void)
+{
+    /* 1 -- 10 -- 11 -- 2, and 3 -- 10 -- 2 skipping 11 is not allowed: 10 routes 2 via 11 */
+    coc_engine *a = t_open(1, 0, 1, 0, 0, 0), *b = t_open(2, 0, 1, 0, 0, 0);
+    coc_engine *g1 = t_open(10, COC_ENGINE_FORWARD, 1, 0, 0, 0);
+    coc_engine *g2 = t_open(11, COC_ENGINE_FORWARD, 1, 0, 0, 0);
+    t_know(a, 10, g1, 1);
+    t_know(g1, 1, a, 1);
+    t_know(g1, 11, g2, 1);
+    t_know(g2, 10, g1, 1);
+    t_know(g2, 2, b, 1);
+    t_know(b, 11, g2, 1);
+    t_route(a, 2, 10);
+    t_route(a, 11, 10);
+    t_route(g1, 2, 11);
+    t_route(g1, 1, 1);
+    t_route(g1, 11, 11);
+    t_route(g2, 2, 2);
+    t_route(g2, 1, 10);
+    t_route(b, 1, 11);
+    t_route(b, 11, 11);
+
+    stream(a, 1, b, 2, 24);
+    stream(b, 2, a, 1, 24);
+
+    /* one hop: a -> 11 (the second gateway is an endpoint too) */
+    int x = 5, y = 0;
+    coc_request *s, *r;
+    CHECK_RC(coc_irecv(g2, 1, 0, 0, &y, sizeof y, &r));
+    CHECK_RC(coc_isend(a, 11, 0, 0, &x, sizeof x, &s));
+    CHECK(t_wait(r).error == 0 && y == 5);
+    coc_request_free(r);
+    coc_request_free(s);
+
+    coc_stats sa, sg1, sg2;
+    coc_engine_stats(a, &sa);
+    coc_engine_stats(g1, &sg1);
+    coc_engine_stats(g2, &sg2);
+    CHECK(sa.connections_open == 1); /* a never connected to b: reachability */
+    CHECK(sg1.frames_forwarded > 48 && sg2.frames_forwarded > 48);
+    CHECK(sg1.bytes_forwarded >= 6ull * BIG && sg2.bytes_forwarded >= 6ull * BIG);
+    CHECK(sg1.forward_bytes_buffered == 0 && sg1.forward_bytes_buffered_max > 0);
+    coc_engine_close(a);
+    coc_engine_close(b);
+    coc_engine_close(g1);
+    coc_engine_close(g2);
+}
+
+/* Sources 1..4 reach destination 5 through gateways 10 and 11 (weights 1:1). */
+static void shared_load(void)
+{
+    enum { NSRC = 4, MSGS = 300 };
+    coc_engine *src[NSRC], *dst = t_open(5, 0, 1, 0, 0, 0);
+    coc_engine *g[2] = {t_open(10, COC_ENGINE_FORWARD, 1, 0, 0, 0), t_open(11, COC_ENGINE_FORWARD, 1, 0, 0, 0)};
+    uint32_t hops[2] = {10, 11}, w[2] = {1, 1};
+    for (int k = 0; k < 2; k++) {
+        t_know(g[k], 5, dst, 0);
+        t_know(dst, hops[k], g[k], 0);
+        t_route(g[k], 5, 5);
+    }
+    for (int i = 0; i < NSRC; i++) {
+        uint32_t id = (uint32_t)i + 1;
+        src[i] = t_open(id, 0, 1, 0, 0, 0);
+        for (int k = 0; k < 2; k++) {
+            t_know(src[i], hops[k], g[k], 0);
+            t_route(g[k], id, id);
+        }
+        CHECK_RC(coc_engine_set_route(src[i], 5, hops, w, 2));
+        CHECK_RC(coc_engine_set_route(dst, id, hops, w, 2));
+    }
+    /* every source fires all its messages at once; the destination takes them with
+     * ANY_SOURCE and checks each source's sequence is increasing */
+    static uint32_t msgs[NSRC][MSGS][2];
+    static coc_request *s[NSRC][MSGS];
+    for (int m = 0; m < MSGS; m++)
+        for (int i = 0; i < NSRC; i++) {
+            msgs[i][m][0] = (uint32_t)i;
+            msgs[i][m][1] = (uint32_t)m;
+            CHECK_RC(coc_isend(src[i], 5, 0, m % 5, msgs[i][m], sizeof msgs[i][m], &s[i][m]));
+        }
+    int next[NSRC] = {0};
+    for (int k = 0; k < NSRC * MSGS; k++) {
+        uint32_t in[2];
+        coc_request *r;
+        CHECK_RC(coc_irecv(dst, COC_ANY_SOURCE, 0, COC_ANY_TAG, in, sizeof in, &r));
+        coc_status st = t_wait(r);
+        coc_request_free(r);
+        if (st.error || st.source < 1 || st.source > NSRC) {
+            check_failures++;
+            break;
+        }
+        CHECK(in[0] == (uint32_t)st.source - 1 && in[1] == (uint32_t)next[in[0]]);
+        next[in[0]] = (int)in[1] + 1;
+    }
+    for (int i = 0; i < NSRC; i++) {
+        CHECK(next[i] == MSGS);
+        for (int m = 0; m < MSGS; m++)
+            coc_request_free(s[i][m]);
+    }
+    coc_stats s0, s1;
+    coc_engine_stats(g[0], &s0);
+    coc_engine_stats(g[1], &s1);
+    CHECK(s0.frames_forwarded > 0 && s1.frames_forwarded > 0); /* both gateways carried load */
+    for (int i = 0; i < NSRC; i++)
+        coc_engine_close(src[i]);
+    coc_engine_close(dst);
+    coc_engine_close(g[0]);
+    coc_engine_close(g[1]);
+}
+
+int main(void)
+{
+    one_and_two_hops();
+    shared_load();
+    CHECK_DONE();
+}
