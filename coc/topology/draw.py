@@ -308,8 +308,8 @@ def _render(ax, G, route, scene):
             alpha=1.0 if kind != "interface" else 0.45, capstyle="round"))
 
     for u, v, a in D.edges(data=True):
-        if a["kind"] == "link":
-            (x1, y1), (x2, y2) = pos[u], pos[v]
+        (x1, y1), (x2, y2) = pos[u], pos[v]
+        if a["kind"] == "link" and math.dist((x1, y1), (x2, y2)) > 3.0:  # else labels collide
             ax.annotate(format_bandwidth(a["bandwidth"]), ((x1 + x2) / 2, (y1 + y2) / 2),
                         ha="center", va="center", fontsize=6.5, color="#333333", zorder=5,
                         bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.9))
@@ -382,7 +382,7 @@ def _title(ax, G, route, route_hosts):
     if route_hosts:
         title += "\nroute " + " \u2192 ".join(route_hosts)
         if getattr(route, "time", None) is not None:
-            title += f"  ({format_time(route.time)})"
+            title += f"  ({format_time(route.time, 3)})"
     ax.set_title(title, fontsize=11)
 
 

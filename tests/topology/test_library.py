@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from coc.cli import main as coc_main
-from coc.topology import library_names, load, placement_slots, route, validate
+from coc.topology import gateway_sets, levels, library_names, load, placement_slots, route, validate
 
 LIBRARY = Path(__file__).resolve().parents[2] / "topology"
 FILES = sorted(LIBRARY.glob("*.yaml"))
@@ -76,6 +76,26 @@ def test_every_interface_on_a_subnet_has_an_address_inside_it(path):
         subnet = G.nodes[net]["subnet"]
         if subnet is not None:
             assert ipaddress.ip_address(a["address"]) in ipaddress.ip_network(subnet), (host, net)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("two-sites", {("a", "b"): [("a-gw", 1.0)], ("b", "a"): [("b-gw", 1.0)]}),
+    ("chemnitz-2003", {("athlon", "xeon"): [("xeon8", 1.0)], ("xeon", "athlon"): [("xeon8", 1.0)]}),
+    ("uf-metacluster", {("hcs", "acis"): [("russell", 1.0)], ("acis", "hcs"): [("russell", 1.0)]}),
+    ("private-pair", {("cluster1", "cluster2"): [("fe1", 1.0)],
+                      ("cluster2", "cluster1"): [("fe2", 1.0)]}),
+    ("bunyip", {}),
+    ("perseus", {}),
+])
+@pytest.mark.parametrize("size", [0, 4 * MiB])
+def test_gateway_sets_are_the_gateways_of_the_real_machine(name, expected, size):
+    assert gateway_sets(load(name), size=size) == expected
+
+
+@pytest.mark.parametrize("name", ["bunyip", "perseus"])
+def test_single_machines_have_one_network_color(name):
+    colors = levels(load(name))
+    assert {c["network"] for c in colors.values()} == {0}
 
 
 # --- two-sites ----------------------------------------------------------------------------
