@@ -5,19 +5,19 @@ so the only way a message from a1 can reach b1 is through the two gateway proces
 route comes from the topology (``coc.topology.route``), the addresses from the testbed.
 """
 
+import hashlib
 import json
+import random
 import secrets
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import pytest
 
 import coc._engine
-from coc.errors import TopologyWarning
 from coc.gateway import GatewayProcess
-from coc.topology import load, route
+from coc.topology import route
 
 pytestmark = [
     pytest.mark.root,
@@ -27,30 +27,49 @@ pytestmark = [
 ]
 
 PORT = 7400  # every endpoint listens on this port in its own namespace: no collisions
-MESSAGE = b"hello from site a, through both gateways"
 
-# One rank-like endpoint: the receiver answers the sender's message, so both directions of
-# the route are used; each prints its stats as one JSON line.
+# One rank-like endpoint. "sender" sends SIZE bytes made from SEED and "receiver" answers
+# with their SHA-256, so both directions of the route are used; "ping" times ROUNDS round
+# trips of 8 bytes to "pong". Each prints one JSON line.
 ENDPOINT = textwrap.dedent("""
-    import json, sys
+    import hashlib, json, random, sys, time
     from coc._engine import Engine
     cfg = json.loads(sys.stdin.readline())
+    other = cfg["other"]
     with Engine(cfg["id"], bytes.fromhex(cfg["secret"]), listen_host=cfg["listen"],
                 port_range=(cfg["port"], cfg["port"])) as eng:
         for peer, address in cfg["peers"].items():
             eng.add_peer(int(peer), address)
         for dest, hops in cfg["routes"].items():
             eng.set_route(int(dest), hops)
-        buf = bytearray(1024)
-        if cfg["role"] == "receiver":
+        for peer, seconds in cfg.get("delays", {}).items():
+            eng.set_peer_delay(int(peer), seconds)
+        buf = bytearray(max(cfg.get("size", 0), 64))
+        out = {}
+        if cfg["role"] in ("receiver", "pong"):
             print(json.dumps({"ready": True}), flush=True)
-            st = eng.irecv(buf, source=cfg["other"], tag=7).wait(timeout=10)
-            eng.isend(b"ack", cfg["other"], tag=8).wait(timeout=10)
+        if cfg["role"] == "receiver":
+            st = eng.irecv(buf, source=other, tag=7).wait(timeout=10)
+            out["sha256"] = hashlib.sha256(buf[:st.count]).hexdigest()
+            eng.isend(out["sha256"].encode(), other, tag=8).wait(timeout=10)
+        elif cfg["role"] == "sender":
+            data = random.Random(cfg["seed"]).randbytes(cfg["size"])
+            eng.isend(data, other, tag=7).wait(timeout=10)
+            st = eng.irecv(buf, source=other, tag=8).wait(timeout=10)
+            out["sha256"] = bytes(buf[:st.count]).decode()
         else:
-            eng.isend(bytes.fromhex(cfg["message"]), cfg["other"], tag=7).wait(timeout=10)
-            st = eng.irecv(buf, source=cfg["other"], tag=8).wait(timeout=10)
-        print(json.dumps({"data": bytes(buf[:st.count]).hex(), "source": st.source,
-                          "stats": eng.stats()}), flush=True)
+            rtts = []
+            for _ in range(cfg["rounds"]):
+                start = time.perf_counter()
+                if cfg["role"] == "ping":
+                    eng.isend(b"8 bytes!", other, tag=9).wait(timeout=10)
+                st = eng.irecv(buf, source=other, tag=9).wait(timeout=10)
+                if cfg["role"] == "pong":
+                    eng.isend(b"8 bytes!", other, tag=9).wait(timeout=10)
+                rtts.append(time.perf_counter() - start)
+            out["rtt"] = min(rtts)
+        out.update(count=st.count, source=st.source, stats=eng.stats())
+        print(json.dumps(out), flush=True)
 """)
 
 
@@ -73,11 +92,34 @@ def _tables(bed, path):
     return ids, tables
 
 
-def test_message_crosses_sites_only_through_the_gateways(testbeds, processes, client):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TopologyWarning)
-        G = load("two-sites")
-    bed = testbeds(G)
+def _endpoint(bed, processes, host, **cfg):
+    """Start an ENDPOINT in ``host``'s namespace with ``cfg``; wait until a server is ready."""
+    p = bed.popen(host, [sys.executable, "-c", ENDPOINT], stdin=subprocess.PIPE,
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    processes(p)
+    p.stdin.write(json.dumps({"port": PORT, **cfg}) + "\n")
+    p.stdin.flush()
+    if cfg["role"] in ("receiver", "pong"):
+        line = p.stdout.readline()
+        assert line and json.loads(line) == {"ready": True}, p.stderr.read()
+    return p
+
+
+def _result(p):
+    out, err = p.communicate(timeout=15)
+    assert p.returncode == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture
+def two_sites(testbeds, topology):
+    G = topology("two-sites")
+    return G, testbeds(G)
+
+
+@pytest.mark.parametrize("size", [41, 1 << 20], ids=["eager-41B", "rendezvous-1MiB"])
+def test_message_crosses_sites_only_through_the_gateways(two_sites, processes, client, size):
+    G, bed = two_sites
     path = route(G, "a1", "b1")
     assert path.hosts == ("a1", "a-gw", "b-gw", "b1")
     ids, tables = _tables(bed, path)
@@ -98,29 +140,37 @@ def test_message_crosses_sites_only_through_the_gateways(testbeds, processes, cl
 
     def endpoint(host, role, other):
         peers, routes = tables[host]
-        p = bed.popen(host, [sys.executable, "-c", ENDPOINT], stdin=subprocess.PIPE,
-                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        processes(p)
-        p.stdin.write(json.dumps({
-            "id": ids[host], "secret": secret.hex(), "listen": bed.address(host), "port": PORT,
-            "peers": peers, "routes": routes, "role": role, "other": ids[other],
-            "message": MESSAGE.hex()}) + "\n")
-        p.stdin.flush()
-        return p
+        return _endpoint(bed, processes, host, id=ids[host], secret=secret.hex(),
+                         listen=bed.address(host), peers=peers, routes=routes, role=role,
+                         other=ids[other], size=size, seed=size)
 
     receiver = endpoint("b1", "receiver", "a1")
-    assert json.loads(receiver.stdout.readline()) == {"ready": True}, receiver.stderr.read()
-    sender = endpoint("a1", "sender", "b1")
-    out, err = sender.communicate(timeout=15)
-    assert sender.returncode == 0, err
-    sent = json.loads(out)
-    out, err = receiver.communicate(timeout=15)
-    assert receiver.returncode == 0, err
-    got = json.loads(out)
+    sent = _result(endpoint("a1", "sender", "b1"))
+    got = _result(receiver)
 
-    assert bytes.fromhex(got["data"]) == MESSAGE and got["source"] == ids["a1"]
-    assert bytes.fromhex(sent["data"]) == b"ack" and sent["source"] == ids["b1"]
+    expected = hashlib.sha256(random.Random(size).randbytes(size)).hexdigest()
+    assert (got["sha256"], got["count"], got["source"]) == (expected, size, ids["a1"])
+    assert (sent["sha256"], sent["source"]) == (expected, ids["b1"])  # the answer came back
     for gw in gateways:
         stats = gw.stop(timeout=10)["stats"]
-        assert stats["frames_forwarded"] >= 2, (gw.proc.args, stats)  # message and ack
-        assert stats["bytes_forwarded"] >= len(MESSAGE)
+        assert stats["frames_forwarded"] >= 2, (gw.proc.args, stats)  # message and answer
+        assert stats["bytes_forwarded"] >= size
+
+
+def test_wan_latency_is_emulated_by_the_engine_where_the_kernel_cannot(two_sites, processes):
+    """The documented fallback: Engine.set_peer_delay with Testbed.latency gives the WAN's 1 ms."""
+    _, bed = two_sites
+    wan = bed.latency("a-gw", "b-gw")
+    assert wan == pytest.approx(1e-3)
+    secret = secrets.token_bytes(32).hex()
+    ids = {"a-gw": 1, "b-gw": 2}
+    ends = []
+    for host, other, role in (("b-gw", "a-gw", "pong"), ("a-gw", "b-gw", "ping")):
+        ends.append(_endpoint(
+            bed, processes, host, id=ids[host], secret=secret, listen=bed.address(host, "wan"),
+            peers={ids[other]: _tcp(bed.address(other, "wan"))},
+            routes={ids[other]: [ids[other]]}, delays={ids[other]: wan}, role=role,
+            other=ids[other], rounds=20))
+    rtt = _result(ends[1])["rtt"]
+    _result(ends[0])
+    assert 2 * wan <= rtt < 2 * wan + 2e-3, f"round trip {rtt * 1e3:.3f} ms"

@@ -1,20 +1,13 @@
 """On two-sites, hosts reach their own site and gateway but never the other site directly."""
 
-import warnings
-
 import pytest
-
-from coc.errors import TopologyWarning
-from coc.topology import load
 
 pytestmark = pytest.mark.root
 
 
 @pytest.fixture
-def two_sites(testbeds):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TopologyWarning)  # one gateway per site, as designed
-        return testbeds(load("two-sites"))
+def two_sites(testbeds, topology):
+    return testbeds(topology("two-sites"))
 
 
 def test_hosts_reach_their_own_gateway(two_sites, serve, client):

@@ -3,22 +3,17 @@
 import os
 import subprocess
 import sys
-import warnings
-
 import pytest
 
 import coc.testbed
-from coc.errors import TopologyWarning
 from coc.testbed import names, netns, state
-from coc.topology import load
 
 pytestmark = pytest.mark.root
 
 
-def _two_sites():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TopologyWarning)
-        return load("two-sites")
+@pytest.fixture
+def two_sites(topology):
+    return topology("two-sites")
 
 
 def _root_view():
@@ -32,9 +27,9 @@ def _root_view():
             "routes": out("ip", "route"), "state": state.recorded()}
 
 
-def test_down_leaves_nothing_behind(testbeds):
+def test_down_leaves_nothing_behind(testbeds, two_sites):
     before = _root_view()
-    bed = testbeds(_two_sites())
+    bed = testbeds(two_sites)
     during = _root_view()
     assert len(during["netns"]) == len(before["netns"]) + 11  # 10 hosts + the bridges' own
     assert during["links"] == before["links"]  # nothing is ever made in the root namespace
@@ -44,8 +39,8 @@ def test_down_leaves_nothing_behind(testbeds):
     assert bed.down()["namespaces"] == 0  # idempotent
 
 
-def test_down_ends_processes_left_in_the_testbed(testbeds):
-    bed = testbeds(_two_sites())
+def test_down_ends_processes_left_in_the_testbed(testbeds, two_sites):
+    bed = testbeds(two_sites)
     sleeper = bed.popen("a1", ["sleep", "60"])
     try:
         assert bed.down()["processes"] == 1
@@ -55,8 +50,8 @@ def test_down_ends_processes_left_in_the_testbed(testbeds):
         sleeper.wait(timeout=5)
 
 
-def test_two_testbeds_at_once(testbeds, serve, client):
-    one, two = testbeds(_two_sites()), testbeds(_two_sites())
+def test_two_testbeds_at_once(testbeds, two_sites, serve, client):
+    one, two = testbeds(two_sites), testbeds(two_sites)
     assert one.namespace("a1") != two.namespace("a1")
     a2 = one.address("a2")
     assert a2 == two.address("a2")  # same addresses, separate networks
@@ -68,26 +63,26 @@ def test_two_testbeds_at_once(testbeds, serve, client):
     assert client(one, "a3", a2, 7201) == "ConnectionRefusedError [Errno 111] Connection refused"
 
 
-def test_up_over_a_stale_testbed_cleans_first(testbeds):
-    first = testbeds(_two_sites())
+def test_up_over_a_stale_testbed_cleans_first(testbeds, two_sites):
+    first = testbeds(two_sites)
     name = first.name
     # A crash mid-way: a namespace under the testbed's prefix that no state file records.
     netns.add_namespaces([names.host_namespace(name, "left-over")])
-    again = testbeds(_two_sites(), name=name)
+    again = testbeds(two_sites, name=name)
     assert again.state["stale_removed"]["namespaces"] == 12
     assert not again.missing()
     assert names.host_namespace(name, "left-over") not in netns.namespaces()
 
 
-def test_down_without_state_still_finds_the_namespaces(testbeds):
-    bed = testbeds(_two_sites())
+def test_down_without_state_still_finds_the_namespaces(testbeds, two_sites):
+    bed = testbeds(two_sites)
     state.remove(bed.name)  # the state file lost, e.g. /run wiped by hand
     assert coc.testbed.down(bed.name)["namespaces"] == 11
     assert not names.owned(bed.name, netns.namespaces())
 
 
-def test_status_reports_what_is_and_is_not_emulated(testbeds):
-    bed = testbeds(_two_sites())
+def test_status_reports_what_is_and_is_not_emulated(testbeds, two_sites):
+    bed = testbeds(two_sites)
     done = subprocess.run([sys.executable, "-m", "coc.cli", "testbed", "status", "--name",
                            bed.name], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
@@ -98,7 +93,7 @@ def test_status_reports_what_is_and_is_not_emulated(testbeds):
         in done.stdout
 
 
-def test_cli_up_exec_down(tmp_path):
+def test_cli_up_exec_down():
     name = f"pt{os.getpid()}-cli"
 
     def coc(*args):

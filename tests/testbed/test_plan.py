@@ -1,24 +1,16 @@
 """Plans (computed without root): names, addresses, routes and scaling of the library files."""
 
 import ipaddress
-import warnings
 
 import pytest
 
-from coc.errors import TopologyWarning
 from coc.testbed import TestbedError, names, plan, scale
-from coc.topology import from_dict, library_names, load
+from coc.topology import from_dict, library_names
 
 
-def _load(name):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TopologyWarning)
-        return load(name)
-
-
-@pytest.mark.parametrize("topology", library_names())
-def test_every_library_topology_has_a_consistent_plan(topology):
-    p = plan.make_plan(_load(topology), "t")
+@pytest.mark.parametrize("name", library_names())
+def test_every_library_topology_has_a_consistent_plan(topology, name):
+    p = plan.make_plan(topology(name), "t")
     ports, seen = set(), {}
     for host, h in p["hosts"].items():
         assert h["namespace"] == f"coc:t:{host}"
@@ -35,8 +27,8 @@ def test_every_library_topology_has_a_consistent_plan(topology):
     assert len(set(bridges)) == len(bridges)
 
 
-def test_networks_without_subnet_get_a_free_private_one():
-    p = plan.make_plan(_load("chemnitz-2003"), "t")
+def test_networks_without_subnet_get_a_free_private_one(topology):
+    p = plan.make_plan(topology("chemnitz-2003"), "t")
     picked = {n: net["subnet"] for n, net in p["networks"].items() if net["assigned"]}
     assert set(picked) == {"athlon-sci", "xeon-sci", "myrinet"}
     given = [ipaddress.ip_network(net["subnet"]) for net in p["networks"].values()]
@@ -44,8 +36,8 @@ def test_networks_without_subnet_get_a_free_private_one():
     assert all(ipaddress.ip_network(s).subnet_of(plan.PRIVATE_POOL) for s in picked.values())
 
 
-def test_linked_networks_get_on_link_routes():
-    p = plan.make_plan(_load("perseus"), "t")
+def test_linked_networks_get_on_link_routes(topology):
+    p = plan.make_plan(topology("perseus"), "t")
     routes = p["hosts"]["p001"]["routes"]
     assert [r["subnet"] for r in routes] == ["10.0.2.0/24", "10.0.3.0/24", "10.0.4.0/24",
                                              "10.0.5.0/24"]
@@ -54,13 +46,13 @@ def test_linked_networks_get_on_link_routes():
     assert "route add 10.0.2.0/24 dev eth0 scope link" in plan.host_commands(p, "p001")
 
 
-def test_scale_keeps_k_hosts_per_switch_and_every_gateway():
-    perseus = scale(_load("perseus"), 2)
+def test_scale_keeps_k_hosts_per_switch_and_every_gateway(topology):
+    perseus = scale(topology("perseus"), 2)
     assert sorted(h for h, d in perseus.nodes(data=True) if d["kind"] == "host") == [
         "p001", "p002", "p025", "p026", "p049", "p050", "p073", "p074", "p097", "p098"]
-    bunyip = scale(_load("bunyip"), 3)
+    bunyip = scale(topology("bunyip"), 3)
     assert sum(d["kind"] == "host" for _, d in bunyip.nodes(data=True)) == 12
-    uf = scale(_load("uf-metacluster"), 1)
+    uf = scale(topology("uf-metacluster"), 1)
     assert sorted(h for h, d in uf.nodes(data=True) if d["kind"] == "host") == [
         "acis01", "russell", "zeta01"]
     with pytest.raises(TestbedError, match="--scale"):

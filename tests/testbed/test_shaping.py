@@ -29,12 +29,12 @@ def _linked(link_rate):
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("topology,src,dst,rate", [
+@pytest.mark.parametrize("graph,src,dst,rate", [
     (_lan("100Mbit/s"), "h1", "h2", 100 * MBIT),
     (_linked("50Mbit/s"), "p1", "p2", 50 * MBIT),
 ], ids=["network-100Mbit", "link-50Mbit"])
-def test_shaped_rate_within_10_percent(testbeds, serve, client, topology, src, dst, rate):
-    bed = testbeds(topology)
+def test_shaped_rate_within_10_percent(testbeds, serve, client, graph, src, dst, rate):
+    bed = testbeds(graph)
     if not bed.offered["tbf"]:
         pytest.skip("this kernel has no tbf qdisc")
     address = bed.address(dst)
