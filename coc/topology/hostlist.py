@@ -1,5 +1,6 @@
 """Expand and compress Slurm-style host lists such as ``node[01-16,20]``."""
 
+import functools
 import itertools
 import re
 
@@ -15,6 +16,7 @@ class HostlistError(TopologyError):
 _DIGITS = re.compile(r"(\d+)")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def natural_key(name):
     """Return a sort key that orders ``n2`` before ``n10``.
 

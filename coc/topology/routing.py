@@ -140,12 +140,12 @@ class _Costs:
     def arrive(found, networks, tolerance=TIE):
         """Return ``(cost, best network, first hops)`` for a host on ``networks``, or None."""
         dist, _, first = found
-        reached = [(dist[net], natural_key(net), net) for net in networks if net in dist]
+        reached = [(dist[net], net) for net in networks if net in dist]
         if not reached:
             return None
-        best, _, net = min(reached)
+        best, net = min(reached)
         hops = {}
-        for d, _, other in reached:
+        for d, other in reached:
             if d <= best * (1 + tolerance):
                 for hop, b in first[other].items():
                     hops[hop] = max(hops.get(hop, 0.0), b)

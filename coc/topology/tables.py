@@ -43,6 +43,8 @@ def _classes(G):
 
 def _weighted(hops):
     """Turn ``{hop: bottleneck bandwidth}`` into ``((hop, weight), ...)``, weights summing to 1."""
+    if len(hops) == 1:
+        return ((next(iter(hops)), 1.0),)
     total = sum(hops.values())
     return tuple(sorted(((hop, b / total) for hop, b in hops.items()),
                         key=lambda e: (-e[1], natural_key(e[0] or ""))))

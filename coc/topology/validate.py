@@ -5,6 +5,7 @@ import itertools
 import warnings
 
 from coc.errors import TopologyError, TopologyWarning
+from coc.topology.hostlist import natural_key
 from coc.topology.model import ROLES, SCOPES, SPAWNERS, TECHNOLOGIES, hosts, networks, sites
 
 __all__ = ["validate", "network_components"]
@@ -100,6 +101,34 @@ def _check_names(G):
             seen[key] = (h, net)
 
 
+class _Joins:
+    """What joins networks into components: links, and the networks of each gateway."""
+
+    def __init__(self, G):
+        self.networks = [n for n, d in G.nodes(data=True) if d["kind"] == "network"]
+        self.links = [(u, v) for u, v, d in G.edges(data=True) if d["kind"] == "link"]
+        self.gateways = {h: list(G[h]) for h, d in G.nodes(data=True)
+                         if d["kind"] == "host" and d["role"] == "gateway"}
+
+    def components(self, gateways=True, without=None):
+        parent = {net: net for net in self.networks}
+
+        def find(net):
+            while parent[net] != net:
+                parent[net] = parent[parent[net]]
+                net = parent[net]
+            return net
+
+        pairs = list(self.links)
+        if gateways:
+            for g, nets in self.gateways.items():
+                if g != without:
+                    pairs.extend((nets[0], other) for other in nets[1:])
+        for u, v in pairs:
+            parent[find(u)] = find(v)
+        return {net: find(net) for net in parent}
+
+
 def network_components(G, gateways=True, without=None):
     """Return ``{network: component}``: networks joined by links (and gateways) share one.
 
@@ -126,23 +155,7 @@ def network_components(G, gateways=True, without=None):
     >>> comp["a-lan"] == comp["wan"]
     False
     """
-    parent = {net: net for net in networks(G)}
-
-    def find(net):
-        while parent[net] != net:
-            parent[net] = parent[parent[net]]
-            net = parent[net]
-        return net
-
-    groups = [(u, v) for u, v, d in G.edges(data=True) if d["kind"] == "link"]
-    if gateways:
-        for g in hosts(G, role="gateway"):
-            if g != without:
-                nets = list(G[g])
-                groups.extend((nets[0], other) for other in nets[1:])
-    for u, v in groups:
-        parent[find(u)] = find(v)
-    return {net: find(net) for net in parent}
+    return _Joins(G).components(gateways, without)
 
 
 def _unreachable(G, comp, host_list):
@@ -191,12 +204,20 @@ def _names(site_group):
 
 def _single_points_of_failure(G):
     """Yield a warning text for each gateway whose loss would split the sites."""
-    site_hosts = {site: hosts(G, site=site) for site in sites(G)}
-    for g in hosts(G, role="gateway"):
-        comp = network_components(G, without=g)
-        groups = []  # sites that can still reach each other, merged greedily
-        for site, members in site_hosts.items():
-            reach = {comp[net] for h in members if h != g for net in G[h]}
+    joins = _Joins(G)
+    site_networks = {}  # site -> {network: number of the site's hosts on it}
+    for h, d in G.nodes(data=True):
+        if d["kind"] == "host":
+            counts = site_networks.setdefault(d["site"], {})
+            for net in G[h]:
+                counts[net] = counts.get(net, 0) + 1
+    for g in sorted(joins.gateways, key=natural_key):
+        comp = joins.components(without=g)
+        home, own = G.nodes[g]["site"], set(joins.gateways[g])
+        groups = []  # [sites, components they reach], merged as sites share components
+        for site in sorted(site_networks, key=natural_key):
+            reach = {comp[net] for net, count in site_networks[site].items()
+                     if not (site == home and count == 1 and net in own)}
             joined = [group for group in groups if group[1] & reach]
             merged = ({site}.union(*(s for s, _ in joined)), reach.union(*(r for _, r in joined)))
             groups = [group for group in groups if group not in joined] + [merged]
