@@ -303,9 +303,9 @@ def _render(ax, G, route, scene):
     widths = {"interface": 1.0, "link": 5.0, "route": 3.5}
     for (kind, col), segs in sorted(segments.items(), key=lambda kv: kv[0][0] == "route"):
         ax.add_collection(mpl.collections.LineCollection(
-            segs, linewidths=widths[kind], zorder=3 if kind == "route" else 1,
+            segs, linewidths=widths[kind], zorder=5.5 if kind == "route" else 1,
             colors=_ROUTE_COLOR if kind == "route" else (col or "#555555"),
-            alpha=1.0 if kind != "interface" else 0.45, capstyle="round"))
+            alpha={"interface": 0.45, "link": 1.0, "route": 0.85}[kind], capstyle="round"))
 
     for u, v, a in D.edges(data=True):
         (x1, y1), (x2, y2) = pos[u], pos[v]
@@ -317,7 +317,7 @@ def _render(ax, G, route, scene):
         x, y = pos[n]
         if a["kind"] == "network":
             ax.scatter([x], [y], marker="s", s=420, c="white", edgecolors=node_color(n),
-                       linewidths=2.2, zorder=2)
+                       linewidths=2.2, zorder=6)
             ax.annotate(_label(D, n), (x, y), xytext=(0, -15), textcoords="offset points",
                         ha="center", va="top", fontsize=7, zorder=5,
                         bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
@@ -327,10 +327,10 @@ def _render(ax, G, route, scene):
         size = 260 if count == 1 else 420 + 6 * count
         edge = "black" if a["role"] == "gateway" else "white"
         ax.scatter([x], [y], marker=marker, s=size, c=node_color(n), edgecolors=edge,
-                   linewidths=2.0 if a["role"] == "gateway" else 1.0, zorder=4)
+                   linewidths=2.0 if a["role"] == "gateway" else 1.0, zorder=6)
         if n in route_hosts:
             ax.scatter([x], [y], marker="o", s=size * 2.2, facecolors="none",
-                       edgecolors=_ROUTE_COLOR, linewidths=2.5, zorder=4)
+                       edgecolors=_ROUTE_COLOR, linewidths=2.5, zorder=6)
         ax.annotate(_label(D, n), (x, y), xytext=(0, -13), textcoords="offset points", ha="center",
                     va="top", fontsize=7.5, zorder=5,
                     fontweight="bold" if a["role"] == "gateway" else "normal")
