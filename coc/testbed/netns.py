@@ -25,6 +25,7 @@ __all__ = [
     "pids",
     "write_sysctls",
     "read_sysctl",
+    "read",
     "exec_argv",
 ]
 
@@ -170,9 +171,14 @@ def write_sysctls(namespace, values):
 
 def read_sysctl(namespace, key):
     """Return the value of sysctl ``key`` inside ``namespace``, as text."""
+    return read(namespace, _sysctl_path(key)).strip()
+
+
+def read(namespace, path):
+    """Return the text of ``path`` (under /proc, which shows this thread's namespace) in ``namespace``."""
     with _inside(namespace):
-        with open(_sysctl_path(key)) as f:
-            return f.read().strip()
+        with open(path) as f:
+            return f.read()
 
 
 def exec_argv(namespace, argv):
