@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "engine.h"
-#include "poll.h"
+#include "poller.h"
 #include "sha256.h"
 #include "sock.h"
 
@@ -693,10 +693,9 @@ void coc__conn_flush_delayed(coc_engine *e)
 static void conn_free(coc_engine *e, coc__conn *c)
 {
     uint32_t slot = (uint32_t)c->key - COC__KEY_CONN_MIN;
-    if (c->authed) {
+    if (c->authed)
         e->stats.connections_open--;
-        coc__lost_conn(e, c);
-    }
+    coc__lost_conn(e, c);
     coc__forward_lost(e, c);
     coc__peer *p = coc__map_get(&e->peers, c->peer_id);
     if (p && p->conn_key == c->key)

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "engine.h"
-#include "poll.h"
+#include "poller.h"
 #include "sock.h"
 
 #define DEFAULT_SPIN_NS 50000
@@ -326,6 +326,11 @@ int coc_engine_close(coc_engine *e)
     pthread_join(e->thread, NULL);
     pthread_mutex_lock(&e->plock);
     pthread_mutex_lock(&e->lock);
+    for (coc_request *r = e->reqs; r; r = r->next)
+        if (atomic_load(&r->state) != COC__REQ_DONE) {
+            r->busy = 0;
+            coc__complete(e, r, COC_ECLOSED);
+        }
     for (size_t i = 0; i < COC__MAX_CONNS; i++) {
         coc__conn *c = e->conns[i];
         if (c) {
@@ -334,11 +339,6 @@ int coc_engine_close(coc_engine *e)
         }
     }
     coc__conn_reap(e);
-    for (coc_request *r = e->reqs; r; r = r->next)
-        if (atomic_load(&r->state) != COC__REQ_DONE) {
-            r->busy = 0;
-            coc__complete(e, r, COC_ECLOSED);
-        }
     while (e->reqs)
         coc__request_release(e, e->reqs);
     while (e->unexp_head) {

@@ -432,7 +432,7 @@ static int via(coc_engine *e, uint32_t src, uint32_t hop)
 void coc__lost_conn(coc_engine *e, coc__conn *c)
 {
     uint32_t peer = c->peer_id;
-    int crashed = !c->bye;
+    int crashed = c->authed && !c->bye;
     if (crashed) {
         e->stats.peers_lost++;
         coc__log(e, "%s lost: %s (%s)", c->name, c->why ? c->why : "closed", coc_strerror(c->err));
@@ -446,6 +446,8 @@ void coc__lost_conn(coc_engine *e, coc__conn *c)
         } else if (r->kind == COC__SEND) {
             if (r->conn_key == c->key)
                 fail(e, r, r->peer, COC_EPEERLOST);
+        } else if (!c->authed) {
+            continue; /* a stranger never fed a receive */
         } else if (r->phase == COC__POSTED) {
             if (r->peer == COC_ANY_SOURCE ? crashed : ((uint32_t)r->peer == peer || via(e, r->peer, peer)))
                 fail(e, r, r->peer == COC_ANY_SOURCE ? (int32_t)peer : r->peer, COC_EPEERLOST);

@@ -159,6 +159,9 @@ typedef struct coc_status {
  * Start sending len bytes of buf to endpoint dest. buf must stay valid and unchanged until
  * the request completes (small messages may be copied at once; large ones are read in
  * place). *out must be freed with coc_request_free() after completion.
+ * Returns COC_ENOROUTE without a route (or without an address for its next hop), or
+ * -errno when connecting to the next hop fails at once (e.g. -ECONNREFUSED on a unix
+ * socket); a connection that fails later completes the request with COC_EPEERLOST.
  */
 int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const void *buf,
               size_t len, coc_request **out);

@@ -1,5 +1,5 @@
-/* poll.c — epoll implementation of poll.h. Level-triggered, so a reader may stop early. */
-#include "poll.h"
+/* poller.c — epoll implementation of poller.h. Level-triggered, so a reader may stop early. */
+#include "poller.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
-/* poll.h — the engine's readiness poller: epoll behind four calls (as redis ae_epoll.c). */
-#ifndef COC_POLL_H
-#define COC_POLL_H
+/* poller.h — the engine's readiness poller: epoll behind four calls (as redis ae_epoll.c). */
+#ifndef COC_POLLER_H
+#define COC_POLLER_H
 
 #include <stdint.h>
 

@@ -1,0 +1,177 @@
+/* test_auth.c — strangers: a wrong secret, a non-coc client, a silent client, and an
+ * authenticated peer that then sends garbage. Each is dropped, counted and logged, and
+ * nothing it sent is delivered. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "engines.h"
+#include "wire.h"
+
+static int raw_connect(coc_engine *e)
+{
+    char addr[256];
+    coc_engine_address(e, addr, sizeof addr);
+    int port = atoi(strrchr(strtok(addr, " "), ':') + 1);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    return fd;
+}
+
+/* Read exactly n bytes within 3 s; returns bytes read (less at EOF or timeout). */
+static size_t read_n(int fd, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 3000) <= 0)
+            break;
+        ssize_t k = read(fd, buf + got, n - got);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    return got;
+}
+
+static uint64_t stat_wait(coc_engine *e, size_t field_offset, uint64_t want)
+{
+    coc_stats st;
+    uint64_t v = 0;
+    for (int i = 0; i < 300; i++) {
+        coc_engine_stats(e, &st);
+        memcpy(&v, (char *)&st + field_offset, sizeof v);
+        if (v >= want)
+            break;
+        usleep(10000);
+    }
+    return v;
+}
+
+static int log_has(coc_engine *e, const char *what)
+{
+    char log[8192];
+    coc_engine_take_log(e, log, sizeof log);
+    return strstr(log, what) != NULL;
+}
+
+/* Do the handshake by hand as endpoint `id` holding `secret`; returns the socket. */
+static int raw_peer(coc_engine *e, uint32_t id, const uint8_t *secret, size_t slen)
+{
+    int fd = raw_connect(e);
+    coc__hello me = {.role = COC__ROLE_CONNECTOR, .id = id}, them;
+    getrandom(me.nonce, sizeof me.nonce, 0);
+    uint8_t b[COC__HELLO_LEN], proof[COC__PROOF_LEN];
+    coc__hello_encode(&me, b);
+    CHECK(write(fd, b, sizeof b) == sizeof b);
+    CHECK(read_n(fd, b, sizeof b) == sizeof b);
+    CHECK(coc__hello_decode(b, &them, NULL) == 0 && them.id == 2);
+    coc__proof(secret, slen, COC__ROLE_CONNECTOR, &me, &them, proof);
+    CHECK(write(fd, proof, sizeof proof) == sizeof proof);
+    CHECK(read_n(fd, proof, sizeof proof) == sizeof proof);
+    return fd;
+}
+
+static void send_frame(int fd, const coc__hdr *h, const void *payload)
+{
+    uint8_t b[COC__HDR_LEN];
+    coc__hdr_encode(h, b);
+    CHECK(write(fd, b, sizeof b) == sizeof b);
+    if (h->len)
+        CHECK(write(fd, payload, h->len) == (ssize_t)h->len);
+}
+
+int main(void)
+{
+    coc_engine *b = t_open(2, 0, 1, 0, 0, 0);
+    coc_status st;
+
+    /* 1. an engine holding another secret */
+    coc_engine_config cfg;
+    coc_engine_config_init(&cfg);
+    cfg.self_id = 3;
+    cfg.secret = (const uint8_t *)"another-secret-of-16+bytes";
+    cfg.secret_len = 26;
+    cfg.listen_host = "127.0.0.1";
+    coc_engine *x = NULL;
+    CHECK_RC(coc_engine_open(&cfg, &x));
+    t_know(x, 2, b, 1);
+    t_route(x, 2, 2);
+    coc_request *s1, *s2;
+    static uint8_t big[1 << 20];
+    CHECK_RC(coc_isend(x, 2, 0, 1, "secret data", 12, &s1));
+    CHECK_RC(coc_isend(x, 2, 0, 1, big, sizeof big, &s2));
+    CHECK(stat_wait(b, offsetof(coc_stats, auth_failures), 1) >= 1);
+    CHECK(coc_wait(s2, 5 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST);
+    CHECK(coc_iprobe(b, COC_ANY_SOURCE, 0, COC_ANY_TAG, &st) == 0);
+    CHECK(log_has(b, "failed authentication"));
+    coc_request_free(s1);
+    coc_request_free(s2);
+    coc_engine_close(x);
+
+    /* 2. not a coc peer at all */
+    int fd = raw_connect(b);
+    const char http[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n........................";
+    CHECK(write(fd, http, 48) == 48);
+    CHECK(stat_wait(b, offsetof(coc_stats, auth_failures), 2) >= 2);
+    uint8_t junk[256];
+    CHECK(read_n(fd, junk, sizeof junk) == COC__HELLO_LEN); /* its hello, then EOF */
+    close(fd);
+    CHECK(log_has(b, "bad preamble magic"));
+
+    /* 3. a silent stranger is dropped at the handshake deadline (2 s in these tests) */
+    double t0 = t_now();
+    fd = raw_connect(b);
+    CHECK(read_n(fd, junk, sizeof junk) == COC__HELLO_LEN);
+    CHECK(read_n(fd, junk, sizeof junk) == 0 && t_now() - t0 < 2.9 && t_now() - t0 > 1.5);
+    close(fd);
+    CHECK(log_has(b, "did not finish the handshake"));
+
+    /* 4. the right secret but a forged proof for another id... */
+    fd = raw_peer(b, 9, (const uint8_t *)"0123456789abcdef-wrong-secret", 29);
+    CHECK(stat_wait(b, offsetof(coc_stats, auth_failures), 3) >= 3);
+    close(fd);
+
+    /* 5. a well-behaved raw peer is heard, then garbage gets it dropped */
+    fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
+    coc__hdr h = {.type = COC__EAGER, .source = 9, .dest = 2, .tag = 4, .len = 5, .total = 5};
+    send_frame(fd, &h, "hello");
+    char in[8] = {0};
+    coc_request *r;
+    CHECK_RC(coc_irecv(b, 9, 0, 4, in, sizeof in, &r));
+    st = t_wait(r);
+    CHECK(st.error == 0 && st.count == 5 && memcmp(in, "hello", 5) == 0);
+    coc_request_free(r);
+    uint8_t garbage[COC__HDR_LEN];
+    memset(garbage, 0x5a, sizeof garbage);
+    CHECK(write(fd, garbage, sizeof garbage) == sizeof garbage);
+    CHECK(stat_wait(b, offsetof(coc_stats, protocol_errors), 1) == 1);
+    CHECK(read_n(fd, junk, sizeof junk) == 0);
+    close(fd);
+    CHECK(log_has(b, "endpoint 9"));
+
+    /* 6. a frame for someone else sent to an engine that does not forward */
+    fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
+    h.dest = 77;
+    send_frame(fd, &h, "hello");
+    CHECK(stat_wait(b, offsetof(coc_stats, protocol_errors), 2) == 2);
+    close(fd);
+    CHECK(log_has(b, "does not forward"));
+
+    /* 7. a data fragment for a receive that does not exist */
+    fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
+    h = (coc__hdr){.type = COC__DATA, .source = 9, .dest = 2, .len = 5, .total = 5, .rcookie = 12345};
+    send_frame(fd, &h, "hello");
+    CHECK(stat_wait(b, offsetof(coc_stats, protocol_errors), 3) == 3);
+    close(fd);
+
+    CHECK(coc_iprobe(b, COC_ANY_SOURCE, 0, COC_ANY_TAG, &st) == 0);
+    coc_engine_close(b);
+    CHECK_DONE();
+}

@@ -1,0 +1,148 @@
+/* test_failure.c — a peer killed mid-message: the requests that need it fail with
+ * COC_EPEERLOST (directly, and through a gateway that reports it), nothing hangs. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engines.h"
+
+#define HUGE_MSG (256u << 20)
+
+typedef struct child {
+    pid_t pid;
+    char address[256];
+} child;
+
+/* Fork endpoint `id`; it learns `peer` (id, address) and routes everything there, then
+ * runs `role`: 'r' receives HUGE_MSG from peer, 's' sends HUGE_MSG to dest. */
+static child spawn(uint32_t id, uint32_t peer, const char *peer_addr, char role, uint32_t dest)
+{
+    int fds[2];
+    child c = {0};
+    CHECK(pipe(fds) == 0);
+    c.pid = fork();
+    if (c.pid == 0) {
+        coc_engine *e = t_open(id, 0, 1, 0, 0, 0);
+        char addr[256];
+        coc_engine_address(e, addr, sizeof addr);
+        coc_engine_add_peer(e, peer, peer_addr);
+        t_route(e, peer, peer);
+        if (dest != peer)
+            t_route(e, dest, peer);
+        if (write(fds[1], addr, sizeof addr) != sizeof addr)
+            _exit(2);
+        uint8_t *buf = malloc(HUGE_MSG);
+        memset(buf, 1, HUGE_MSG);
+        coc_request *r;
+        if (role == 'r')
+            coc_irecv(e, COC_ANY_SOURCE, 0, 0, buf, HUGE_MSG, &r);
+        else
+            coc_isend(e, dest, 0, 0, buf, HUGE_MSG, &r);
+        coc_wait(r, 60 * T_SECOND, NULL);
+        _exit(0);
+    }
+    CHECK(read(fds[0], c.address, sizeof c.address) == sizeof c.address);
+    close(fds[0]);
+    close(fds[1]);
+    return c;
+}
+
+static void kill_when(coc_engine *e, pid_t pid, int sent)
+{
+    coc_stats st;
+    for (int i = 0; i < 200000; i++) {
+        coc_engine_stats(e, &st);
+        if ((sent ? st.bytes_sent : st.bytes_received) > (16u << 20))
+            break;
+        usleep(20);
+    }
+    CHECK((sent ? st.bytes_sent : st.bytes_received) < HUGE_MSG); /* really mid-message */
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static char my_address[256];
+
+static coc_engine *open_parent(uint32_t id, uint32_t flags)
+{
+    coc_engine *e = t_open(id, flags, 1, 0, 0, 0);
+    coc_engine_address(e, my_address, sizeof my_address);
+    return e;
+}
+
+int main(void)
+{
+    uint8_t *buf = malloc(HUGE_MSG);
+    memset(buf, 7, HUGE_MSG);
+    coc_request *s, *r, *any;
+    coc_status st;
+
+    /* 1. we send, the receiver dies mid-message */
+    coc_engine *a = open_parent(1, 0);
+    child b = spawn(2, 1, my_address, 'r', 1);
+    CHECK_RC(coc_engine_add_peer(a, 2, b.address));
+    t_route(a, 2, 2);
+    CHECK_RC(coc_irecv(a, 2, 5, 0, buf, 10, &r));
+    CHECK_RC(coc_irecv(a, COC_ANY_SOURCE, 5, 0, buf, 10, &any));
+    CHECK_RC(coc_isend(a, 2, 0, 0, buf, HUGE_MSG, &s));
+    kill_when(a, b.pid, 1);
+    CHECK(coc_wait(s, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST);
+    CHECK(coc_wait(r, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST && st.source == 2);
+    CHECK(coc_wait(any, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST && st.source == 2);
+    coc_stats sa;
+    coc_engine_stats(a, &sa);
+    CHECK(sa.peers_lost == 1 && sa.connections_open == 0);
+    coc_request_free(s);
+    coc_request_free(r);
+    coc_request_free(any);
+    /* a later send finds no one: refused at once (unix) or failed request (tcp) */
+    int rc = coc_isend(a, 2, 0, 0, buf, HUGE_MSG, &s);
+    if (rc == 0) {
+        CHECK(coc_wait(s, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST);
+        coc_request_free(s);
+    } else {
+        CHECK(rc == -ECONNREFUSED);
+    }
+    coc_engine_close(a);
+
+    /* 2. we receive, the sender dies mid-message */
+    a = open_parent(1, 0);
+    b = spawn(2, 1, my_address, 's', 1);
+    CHECK_RC(coc_engine_add_peer(a, 2, b.address));
+    t_route(a, 2, 2);
+    CHECK_RC(coc_irecv(a, 2, 0, 0, buf, HUGE_MSG, &r));
+    kill_when(a, b.pid, 0);
+    CHECK(coc_wait(r, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST && st.source == 2);
+    coc_request_free(r);
+    coc_engine_close(a);
+
+    /* 3. through a gateway: 1 -> 10 -> 2, and 2 dies mid-message; 10 tells 1 */
+    a = open_parent(1, 0);
+    char a_addr[256];
+    memcpy(a_addr, my_address, sizeof a_addr);
+    coc_engine *g = open_parent(10, COC_ENGINE_FORWARD);
+    b = spawn(2, 10, my_address, 'r', 1);
+    t_know(a, 10, g, 0);
+    t_route(a, 2, 10);
+    t_route(a, 10, 10);
+    CHECK_RC(coc_engine_add_peer(g, 2, b.address));
+    CHECK_RC(coc_engine_add_peer(g, 1, a_addr));
+    t_route(g, 2, 2);
+    t_route(g, 1, 1);
+    CHECK_RC(coc_irecv(a, COC_ANY_SOURCE, 5, 0, buf, 10, &any));
+    CHECK_RC(coc_isend(a, 2, 0, 0, buf, HUGE_MSG, &s));
+    kill_when(a, b.pid, 1);
+    CHECK(coc_wait(s, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST);
+    CHECK(coc_wait(any, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST && st.source == 2);
+    coc_request_free(s);
+    coc_request_free(any);
+    coc_stats sg;
+    coc_engine_stats(g, &sg);
+    CHECK(sg.peers_lost == 1);
+    coc_engine_close(a);
+    coc_engine_close(g);
+    free(buf);
+    CHECK_DONE();
+}
