@@ -2,12 +2,14 @@
 
 ``coc-run`` starts one agent per site through the site's spawner; the agent's stdin and stdout
 are the control channel (:mod:`coc.launcher.protocol` framing). The agent starts the ranks and
-gateway daemons the job message lists, each in its own process group, streams their output,
-relays the rank rendezvous over inherited socket pairs, reports every exit, and on ``stop``
-(or when the channel closes) ends them all: SIGTERM, then SIGKILL after the grace period.
+gateway daemons the job message lists, each in its own process group, streams the ranks'
+output, relays the rendezvous (ranks: over inherited socket pairs; gateway daemons: over
+their stdin/stdout JSON lines, see ``coc.gateway``), reports every exit, and on ``stop`` (or
+when the channel closes) ends them all: SIGTERM, then SIGKILL after the grace period.
 """
 
 import asyncio
+import collections
 import contextlib
 import ctypes
 import json
@@ -24,6 +26,7 @@ __all__ = ["Agent", "main"]
 
 _READ_SIZE = 1 << 16
 _DRAIN_TIMEOUT = 1.0   # seconds to collect output after a process exits
+_LOG_LINES = 20        # lines of a gateway daemon's log kept to explain its failure
 _PR_SET_PDEATHSIG = 1
 
 
@@ -41,13 +44,39 @@ def _signal_group(pid, signum):
         os.killpg(pid, signum)
 
 
+class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """Stream protocol that also resolves ``exited`` when the process itself exits.
+
+    ``Process.wait()`` (Python 3.11) returns only once every pipe has closed too, which a
+    grandchild holding stdout can delay forever; the agent must see the exit at once.
+    """
+
+    def __init__(self, limit, loop):
+        super().__init__(limit=limit, loop=loop)
+        self.exited = loop.create_future()
+
+    def process_exited(self):
+        if not self.exited.done():
+            self.exited.set_result(self._transport.get_returncode())
+        super().process_exited()
+
+
+async def _spawn(argv, **options):
+    """Start ``argv`` like ``asyncio.create_subprocess_exec``; return (process, exit future)."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(
+        lambda: _ExitProtocol(_READ_SIZE, loop), *argv, **options)
+    return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
+
+
 class Child:
     """One process the agent started: a rank or a gateway daemon."""
 
-    def __init__(self, kind, ident, process):
-        self.kind, self.ident, self.process = kind, ident, process
+    def __init__(self, kind, ident, process, exited):
+        self.kind, self.ident, self.process, self.exited = kind, ident, process, exited
         self.pumps = []
         self.watcher = None
+        self.log = collections.deque(maxlen=_LOG_LINES)
 
     @property
     def key(self):
@@ -102,7 +131,7 @@ class Agent:
         if kind == "job":
             await self.start_job(message)
         elif kind == "rendezvous":
-            await self.answer_rendezvous(message["answers"])
+            await self.answer_rendezvous(message)
         elif kind == "stdin":
             await self.forward_stdin(message)
         elif kind == "stop":
@@ -134,10 +163,11 @@ class Agent:
             environment[CONTROL_FD] = str(theirs.fileno())
             pass_fds = (theirs.fileno(),)
         try:
-            process = await asyncio.create_subprocess_exec(
-                *argv, env=environment, pass_fds=pass_fds, start_new_session=True,
+            process, exited = await _spawn(
+                argv, env=environment, pass_fds=pass_fds, start_new_session=True,
                 preexec_fn=_die_with_agent,
-                stdin=asyncio.subprocess.PIPE if (stdin or config) else asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.PIPE if stdin or kind == "gateway"
+                else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         except OSError as exc:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
@@ -148,20 +178,17 @@ class Agent:
         finally:
             if kind == "rank":
                 theirs.close()
-        child = Child(kind, ident, process)
+        child = Child(kind, ident, process, exited)
         self.children.append(child)
         if kind == "rank":
             self.rank_sockets[ident] = asyncio.create_task(self.relay_address(ident, ours))
-        if config is not None:
-            process.stdin.write(json.dumps(config).encode() + b"\n")
-            await process.stdin.drain()
-            process.stdin.close()
         if kind == "gateway":
-            child.pumps.append(asyncio.create_task(self.gateway_address(child)))
+            process.stdin.write(json.dumps(config).encode() + b"\n")
+            child.pumps += [asyncio.create_task(self.follow_gateway(child)),
+                            asyncio.create_task(self.keep_log(child))]
         else:
-            child.pumps.append(asyncio.create_task(self.pump(child, "stdout",
-                                                             process.stdout)))
-        child.pumps.append(asyncio.create_task(self.pump(child, "stderr", process.stderr)))
+            child.pumps += [asyncio.create_task(self.pump(child, "stdout", process.stdout)),
+                            asyncio.create_task(self.pump(child, "stderr", process.stderr))]
         child.watcher = asyncio.create_task(self.watch(child))
 
     async def pump(self, child, stream, pipe):
@@ -170,19 +197,24 @@ class Agent:
             await self.send({"type": "output", **child.key, "stream": stream,
                              "data": protocol.pack_bytes(data)})
 
-    async def gateway_address(self, gateway):
-        """Relay the address line a gateway daemon prints first, then the rest of its stdout."""
-        line = await gateway.process.stdout.readline()
-        try:
-            address = json.loads(line)["address"]
-        except (ValueError, KeyError, TypeError):
-            if line:
+    async def follow_gateway(self, gateway):
+        """Relay a gateway daemon's address, then report the errors its answers carry."""
+        while line := await gateway.process.stdout.readline():
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                answer = {"error": f"gateway daemon printed {line[:200]!r}, not JSON"}
+            if "address" in answer:
+                await self.send({"type": "address", "gateway": gateway.ident,
+                                 "address": answer["address"]})
+            elif "error" in answer:
                 await self.send({"type": "error", "gateway": gateway.ident,
-                                 "message": f"gateway daemon printed {line[:200]!r}, "
-                                            f"not its address"})
-        else:
-            await self.send({"type": "address", "gateway": gateway.ident, "address": address})
-        await self.pump(gateway, "stdout", gateway.process.stdout)
+                                 "message": f"gateway daemon: {answer['error']}"})
+
+    async def keep_log(self, gateway):
+        """Keep the last lines a gateway daemon logs, to explain its exit if it fails."""
+        while line := await gateway.process.stderr.readline():
+            gateway.log.append(line.decode(errors="replace").rstrip("\n"))
 
     async def relay_address(self, rank, sock):
         """Wait for a rank's engine address on its socket and pass it to ``coc-run``."""
@@ -196,9 +228,13 @@ class Agent:
             await self.send({"type": "address", "rank": rank, "address": message["address"]})
         return writer
 
-    async def answer_rendezvous(self, answers):
-        """Hand every rank of this site its rendezvous answer and close its socket."""
-        for rank, answer in answers.items():
+    async def answer_rendezvous(self, message):
+        """Give gateway daemons their peers, then every rank its answer, closing its socket."""
+        for child in self.children:
+            update = message.get("gateways", {}).get(str(child.ident))
+            if child.kind == "gateway" and update and not child.process.stdin.is_closing():
+                child.process.stdin.write(json.dumps(update).encode() + b"\n")
+        for rank, answer in message["answers"].items():
             task = self.rank_sockets.pop(int(rank), None)
             if task is None:
                 continue
@@ -224,7 +260,7 @@ class Agent:
 
     async def watch(self, child):
         """Wait for a child to exit, end what is left of its group, and report the exit."""
-        code = await child.process.wait()
+        code = await child.exited
         _signal_group(child.process.pid, signal.SIGKILL)
         done, pending = await asyncio.wait(child.pumps, timeout=_DRAIN_TIMEOUT)
         for task in pending:
@@ -233,7 +269,7 @@ class Agent:
         if task is not None:
             task.cancel()
         await self.send({"type": "exit", **child.key, "code": code if code >= 0 else None,
-                         "signal": -code if code < 0 else None})
+                         "signal": -code if code < 0 else None, "log": list(child.log)})
 
     def stop(self, grace):
         """Begin ending every child (SIGTERM, SIGKILL after ``grace`` s); 0 kills at once."""

@@ -243,7 +243,7 @@ class Job:
             self.sink.write(source, message["stream"], protocol.unpack_bytes(message["data"]))
         elif kind == "exit":
             self.sink.end(source)
-            self.exited(source, message["code"], message["signal"])
+            self.exited(source, message["code"], message["signal"], message.get("log", ()))
         elif kind == "address":
             self.addresses[source] = message["address"]
             if len(self.addresses) == len(self.plan.placements) + len(self.plan.gateways):
@@ -255,22 +255,24 @@ class Job:
         elif kind == "done":
             agent.done = True
 
-    def exited(self, source, code, signum):
-        """Note that a rank or gateway daemon ended; the first failure stops the job."""
+    def exited(self, source, code, signum, log=()):
+        """Note that a rank or gateway daemon ended; the first failure stops the job.
+
+        A gateway daemon that ends while ranks run is a failure whatever its code; its last
+        log lines (``log``) go into the message.
+        """
         self.running.discard(source)
         status, words = describe_exit(code, signum)
-        if not self.stopping and status != 0:
-            if source[0] == "rank":
-                p = self.plan.placements[source[1]]
-                what = f"rank {p.rank} (site {p.site}, host {p.host})"
-            else:
-                g = self.plan.gateway(source[1])
-                what = f"gateway daemon on host {g.host} (site {g.site})"
-            self.fail(status, f"coc-run: {what} {words}")
-        elif not self.stopping and source[0] == "gateway":
+        if self.stopping:
+            pass
+        elif source[0] == "rank" and status != 0:
+            p = self.plan.placements[source[1]]
+            self.fail(status, f"coc-run: rank {p.rank} (site {p.site}, host {p.host}) {words}")
+        elif source[0] == "gateway":
             g = self.plan.gateway(source[1])
-            self.fail(1, f"coc-run: gateway daemon on host {g.host} (site {g.site}) ended "
-                         "while ranks were running")
+            tail = "".join(f"\n  {line}" for line in log)
+            self.fail(status or 1, f"coc-run: gateway daemon on host {g.host} (site {g.site}) "
+                                   f"{words} while ranks were running; job stopped{tail}")
         if not any(kind == "rank" for kind, _ in self.running):
             self.stop()
 
@@ -281,7 +283,9 @@ class Job:
         for site, agent in self.agents.items():
             answers = {p.rank: self.plan.rendezvous_answer(p.rank, self.secret, peers)
                        for p in self.plan.placements if p.site == site}
-            agent.send({"type": "rendezvous", "answers": answers})
+            gateways = {g.endpoint: {"peers": peers} for g in self.plan.gateways
+                        if g.site == site}
+            agent.send({"type": "rendezvous", "answers": answers, "gateways": gateways})
 
     # -- stdin ------------------------------------------------------------------------------------
 

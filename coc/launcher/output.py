@@ -1,9 +1,10 @@
 """Collate the output of every rank and gateway daemon: passed through, tagged, or to files.
 
-With ``--tag-output`` every line gets a ``[site/host/rank]`` prefix; a partial line is held
-until its newline arrives (or its process exits), so a prefix never lands inside a line even
-when ranks write pieces of lines at the same time. With ``--output-dir`` each process's
-streams go to their own files instead.
+Output reaches coc-run's stdout and stderr one whole line at a time: a partial line is held
+until its newline arrives (or its process exits), so lines of different ranks never mix even
+when ranks write pieces of lines at the same time. With ``--tag-output`` every line also gets
+a ``[site/host/rank]`` prefix. With ``--output-dir`` each process's streams go to their own
+files instead, unchanged.
 """
 
 import sys
@@ -47,7 +48,7 @@ class OutputSink:
         ``("gateway", 16)``, ``prefix`` the tag (``"a/a1/3"``) and ``file stem`` the start
         of the file names under ``output_dir`` (``"rank.3"``).
     tag : bool
-        Prefix every line with ``[prefix]``.
+        Prefix every line with ``[prefix]`` (lines are kept whole either way).
     output_dir : path, optional
         Write ``<stem>.stdout`` and ``<stem>.stderr`` there instead of to the terminal.
     """
@@ -62,10 +63,11 @@ class OutputSink:
             for source, (_, stem) in sources.items():
                 for stream in ("stdout", "stderr"):
                     self.files[source, stream] = open(Path(output_dir, f"{stem}.{stream}"), "wb")
-        elif tag:
+        else:
             for source, (prefix, _) in sources.items():
                 for stream in ("stdout", "stderr"):
-                    self.taggers[source, stream] = LineTagger(f"[{prefix}] ".encode())
+                    self.taggers[source, stream] = LineTagger(f"[{prefix}] ".encode() if tag
+                                                              else b"")
 
     def _emit(self, source, stream, data):
         if not data:

@@ -1,0 +1,159 @@
+"""coc-run end to end on the local spawner: ranks start, see their identity, and end cleanly."""
+
+import json
+import os
+import time
+
+import pytest
+
+from launcher_helpers import assert_all_gone, program, recorded_pids, wait_for_files
+
+
+@pytest.mark.parametrize("n", [1, 2, 8])
+def test_ranks_start_on_both_sites_and_see_their_identity(coc_run, n):
+    result = coc_run("-n", n, program("show_env.py"))
+    assert result.returncode == 0, result.stderr
+    envs = sorted((json.loads(line) for line in result.stdout.splitlines()),
+                  key=lambda e: int(e["COC_RANK"]))
+    assert [int(e["COC_RANK"]) for e in envs] == list(range(n))
+    assert {e["COC_SIZE"] for e in envs} == {str(n)} == {e["PMI_SIZE"] for e in envs}
+    assert all(e["PMI_RANK"] == e["COC_RANK"] for e in envs)
+    assert len({e["COC_JOB_ID"] for e in envs}) == 1
+    assert all(e["COC_TOPOLOGY"].endswith("two-sites.yaml") for e in envs)
+    assert all("COC_CONTROL_FD" in e for e in envs)
+    sites = [e["COC_SITE"] for e in envs]
+    assert sites == sorted(sites)                         # ranks numbered site by site
+    assert set(sites) == ({"a"} if n == 1 else {"a", "b"})  # spread over both sites
+    for e in envs:
+        on_host = [x for x in envs if x["COC_HOST"] == e["COC_HOST"]]
+        assert e["COC_LOCAL_SIZE"] == str(len(on_host))
+        assert int(e["COC_LOCAL_RANK"]) == on_host.index(e)
+
+
+def test_site_counts_and_exported_variables(coc_run, monkeypatch):
+    result = coc_run("--site", "b=3", "--site", "a=1", "-x", "TEST_SET=given", "-x",
+                     "TEST_FROM_ENV", program("show_env.py"), env={"TEST_FROM_ENV": "inherited"})
+    assert result.returncode == 0, result.stderr
+    envs = {int(e["COC_RANK"]): e for e in map(json.loads, result.stdout.splitlines())}
+    assert [envs[r]["COC_SITE"] for r in range(4)] == ["b", "b", "b", "a"]
+    assert [envs[r]["COC_HOST"] for r in range(4)] == ["b1", "b1", "b2", "a1"]
+    assert {e["TEST_SET"] for e in envs.values()} == {"given"}
+    assert {e["TEST_FROM_ENV"] for e in envs.values()} == {"inherited"}
+
+
+def test_tag_output_never_puts_a_prefix_inside_a_line(coc_run):
+    result = coc_run("-n", 4, "--tag-output", program("partial.py"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 4 * 6
+    hosts = {"0": "a/a1", "1": "a/a1", "2": "b/b1", "3": "b/b1"}
+    for rank, host in hosts.items():
+        prefix = f"[{host}/{rank}] "
+        mine = [line for line in lines if line.startswith(prefix)]
+        assert mine == [f"{prefix}r{rank}-line{i}-pieces" for i in range(5)] + \
+                       [f"{prefix}r{rank}-tail-without-newline"]
+    assert result.stdout.endswith("\n")
+
+
+def test_output_dir_gets_one_file_per_rank_and_stream(coc_run, tmp_path):
+    result = coc_run("-n", 3, "--output-dir", tmp_path / "out", "sh", "-c",
+                     "echo out $COC_RANK; echo err $COC_RANK >&2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    for rank in range(3):
+        assert (tmp_path / "out" / f"rank.{rank}.stdout").read_text() == f"out {rank}\n"
+        assert (tmp_path / "out" / f"rank.{rank}.stderr").read_text() == f"err {rank}\n"
+
+
+def test_any_executable_runs_and_a_missing_one_fails_with_127(coc_run):
+    result = coc_run("-n", 2, "echo", "plain")
+    assert (result.returncode, result.stdout) == (0, "plain\nplain\n")
+    result = coc_run("-n", 2, "no-such-program-here")
+    assert result.returncode == 127
+    assert "cannot execute 'no-such-program-here'" in result.stderr
+    assert "exited with code 127" in result.stderr
+
+
+def test_module_programs_run_under_python_m_coc(coc_run):
+    result = coc_run("-n", 2, "-m", "json.tool", "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("usage:") == 2
+
+
+def test_rendezvous_hands_out_secret_peers_and_routes(coc_run):
+    result = coc_run("-n", 3, program("rendezvous.py"))
+    assert result.returncode == 0, result.stderr
+    answers = sorted(map(json.loads, result.stdout.splitlines()), key=lambda a: a["rank"])
+    assert [a["self_id"] for a in answers] == [0, 1, 2]
+    assert {a["size"] for a in answers} == {3}
+    assert len({a["secret"] for a in answers}) == 1 and len(answers[0]["secret"]) == 64
+    for r in range(3):
+        assert answers[0]["peers"][str(r)] == f"tcp://127.0.0.1:{20000 + r}"
+    for a in answers:
+        assert set(a["routes"]) == {str(r) for r in range(3) if r != a["rank"]}
+    # ranks 0 and 1 share host a1: their route to each other is direct
+    assert answers[0]["routes"]["1"] == [[1, 1]]
+
+
+def test_the_secret_is_in_no_command_line_and_no_environment(coc_run):
+    result = coc_run("-n", 2, program("rendezvous.py"))
+    assert result.returncode == 0, result.stderr
+    for answer in map(json.loads, result.stdout.splitlines()):
+        assert answer["leaks"] == []
+
+
+def test_rank_exiting_nonzero_ends_the_job_with_its_code_and_no_orphans(coc_run, tmp_path):
+    started = time.monotonic()
+    result = coc_run("-n", 4, program("rank.py"), "--pid-dir", tmp_path, "--grandchild",
+                     "--ignore-term", "--exit-rank", 2, "--code", 5)
+    ended = time.time()
+    assert result.returncode == 5
+    assert "coc-run: rank 2 (site b, host b1) exited with code 5" in result.stderr
+    assert ended - float((tmp_path / "failed-at").read_text()) < 2.0
+    assert time.monotonic() - started < 20
+    pids = recorded_pids(tmp_path)
+    assert len(pids) == 4 * 2 + 2          # ranks, grandchildren, two agents
+    assert_all_gone(pids, within=0.5)
+
+
+def test_rank_killed_by_a_signal_ends_the_job_with_128_plus_signal(coc_run, tmp_path):
+    result = coc_run("-n", 3, program("rank.py"), "--pid-dir", tmp_path, "--grandchild",
+                     "--kill-rank", 0)
+    assert result.returncode == 128 + 9
+    assert "rank 0 (site a, host a1) was killed by signal 9 (SIGKILL)" in result.stderr
+    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+
+
+def test_unhandled_exception_in_one_rank_aborts_ranks_blocked_on_stdin(coc_run, tmp_path):
+    r, w = os.pipe()                       # rank 0 reads coc-run's stdin, which stays open
+    try:
+        result = coc_run("-n", 2, program("rank.py"), "--pid-dir", tmp_path, "--raise-rank", 1,
+                         "--stay", "stdin", stdin=r, timeout=30)
+    finally:
+        os.close(r)
+        os.close(w)
+    ended = time.time()
+    assert result.returncode == 1
+    assert "[rank 1 (site b, host b1)] RuntimeError: rank 1 gives up" in result.stderr
+    assert "[rank 1 (site b, host b1)] unhandled exception, aborting the job" in result.stderr
+    assert "runpy" not in result.stderr
+    assert "coc-run: rank 1 (site b, host b1) exited with code 1" in result.stderr
+    assert ended - float((tmp_path / "failed-at").read_text()) < 2.0
+    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+
+
+def test_stdin_reaches_rank_0_only(coc_run):
+    result = coc_run("-n", 2, "sh", "-c", 'read line; echo "$COC_RANK got [$line]"',
+                     stdin=None, input="hello\n")
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["0 got [hello]", "1 got []"]
+
+
+def test_timeout_stops_the_job_with_124(coc_run, tmp_path):
+    started = time.monotonic()
+    result = coc_run("-n", 4, "--timeout", 1, program("rank.py"), "--pid-dir", tmp_path,
+                     "--ignore-term", "--grandchild")
+    assert result.returncode == 124
+    assert "coc-run: timeout after 1 s" in result.stderr
+    assert time.monotonic() - started < 10
+    assert_all_gone(recorded_pids(tmp_path), within=0.5)
