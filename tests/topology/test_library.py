@@ -62,8 +62,8 @@ def test_file_is_valid_with_only_the_expected_warnings(path):
 
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
 def test_coc_topo_check_accepts_file(path, capsys):
-    pytest.importorskip("coc.topology.cli")
     assert coc_main(["topo", "check", str(path)]) == 0
+    assert f"{path}: OK" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
@@ -163,6 +163,13 @@ def test_chemnitz_small_athlon_to_xeon_also_prefers_the_myrinet_gateway():
     assert myrinet_gateway_time(G, 0) < fe_direct_time(G, 0)
     assert list(r.gateways) == ["xeon8"]
     assert r.time == pytest.approx(myrinet_gateway_time(G, 0))
+
+
+def test_coc_topo_route_shows_the_myrinet_gateway_path(capsys):
+    path = LIBRARY / "chemnitz-2003.yaml"
+    assert coc_main(["topo", "route", str(path), "athlon2", "xeon5", "--size", "4MiB"]) == 0
+    out = capsys.readouterr().out
+    assert "myrinet" in out and "xeon-sci" in out and "through xeon8" in out
 
 
 def test_chemnitz_xeon8_is_reached_directly_over_myrinet():
