@@ -57,6 +57,9 @@ class Topology(nx.Graph):
         return (f"Topology {self.graph.get('name')!r}: "
                 + ", ".join(f"{n} {word}{'' if n == 1 else 's'}" for n, word in counts))
 
+    def __repr__(self):
+        return f"<{self}>"
+
     def _repr_svg_(self):
         return _svg(self)
 
@@ -86,8 +89,7 @@ class RouteView:
     def __str__(self):
         return str(self.route)
 
-    def __repr__(self):
-        return f"<RouteView {self.route.hosts[0]} -> {self.route.hosts[-1]}>"
+    __repr__ = __str__  # the text form Jupyter shows when drawing is not available
 
     def _repr_svg_(self):
         return _svg(self.graph, route=self.route)
@@ -135,13 +137,12 @@ def _quantity(parse, data, key, where, file, default=None):
         raise _error(f"{where}: {key} {exc.message}", data, key, file=file) from None
 
 
-def _expand(expression, data, key, where, file):
+def _expand(expression, data, key, file):
     """Expand a host list, re-raising its error with file and line."""
     try:
         return expand(expression)
     except HostlistError as exc:
-        raise HostlistError(f"{where}: {exc.message}", file=file,
-                            line=line_of(data, key)) from None
+        raise HostlistError(exc.message, file=file, line=line_of(data, key)) from None
 
 
 def _address(text, data, key, where, file):
@@ -226,10 +227,10 @@ def _add_host_entry(G, site, entry, default_forward_cost, file):
     if "name" not in entry:
         raise _error(f"site {site!r}: host entry without 'name'", entry, file=file)
     where = f"host {entry['name']!r}"
-    names = _expand(entry["name"], entry, "name", where, file)
+    names = _expand(entry["name"], entry, "name", file)
     hostnames = names
     if entry.get("hostname") is not None:
-        hostnames = _expand(entry["hostname"], entry, "hostname", where, file)
+        hostnames = _expand(entry["hostname"], entry, "hostname", file)
         if len(hostnames) != len(names):
             raise _error(f"{where}: {len(names)} hosts but {len(hostnames)} hostnames",
                          entry, "hostname", file=file)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from coc.errors import TopologyError
 from coc.topology.hostlist import compress, natural_key
 from coc.topology.model import hosts, sites
-from coc.topology.routing import DIRECT, TIE, _check_host, _Costs
+from coc.topology.routing import DIRECT, TIE, _Costs
 from coc.topology.units import parse_size
 
 __all__ = ["HostClass", "RouteTables", "route_tables", "gateways", "gateway_sets",

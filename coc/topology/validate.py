@@ -17,6 +17,13 @@ def _fail(G, message, node=None):
     return TopologyError(message, file=G.graph.get("file"), line=line, name=node)
 
 
+def _known(G, where, what, value, known, node=None, note=""):
+    """Raise unless ``value`` is one of the ``known`` words, listing them."""
+    if value not in known:
+        raise _fail(G, f"{where}: unknown {what} {value!r}; known: {', '.join(known)}{note}",
+                    node)
+
+
 def _number(value, minimum=0.0, strict=False):
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     return ok and (value > minimum if strict else value >= minimum)
@@ -26,12 +33,8 @@ def _check_networks(G):
     for net in networks(G):
         a = G.nodes[net]
         where = f"network {net!r}"
-        if a["technology"] not in TECHNOLOGIES:
-            raise _fail(G, f"{where}: unknown technology {a['technology']!r}; known: "
-                           f"{', '.join(TECHNOLOGIES)}", net)
-        if a["scope"] not in SCOPES:
-            raise _fail(G, f"{where}: unknown scope {a['scope']!r}; known: "
-                           f"{', '.join(SCOPES)}", net)
+        _known(G, where, "technology", a["technology"], TECHNOLOGIES, net)
+        _known(G, where, "scope", a["scope"], SCOPES, net)
         if not _number(a["latency"]):
             raise _fail(G, f"{where}: latency must be a time >= 0", net)
         if not _number(a["bandwidth"], strict=True):
@@ -45,15 +48,12 @@ def _check_networks(G):
 def _check_hosts(G):
     for site, entry in G.graph.get("sites", {}).items():
         spawner = (entry or {}).get("spawner")
-        if spawner is not None and spawner not in SPAWNERS:
-            raise _fail(G, f"site {site!r}: unknown spawner {spawner!r}; known: "
-                           f"{', '.join(SPAWNERS)}")
+        if spawner is not None:
+            _known(G, f"site {site!r}", "spawner", spawner, SPAWNERS)
     for h in hosts(G):
         a = G.nodes[h]
         where = f"host {h!r}"
-        if a["role"] not in ROLES:
-            raise _fail(G, f"{where}: unknown role {a['role']!r}; known: "
-                           f"{', '.join(ROLES)} (or login for frontend)", h)
+        _known(G, where, "role", a["role"], ROLES, h, " (or login for frontend)")
         if not isinstance(a["slots"], int) or isinstance(a["slots"], bool) or a["slots"] < 0:
             raise _fail(G, f"{where}: slots must be a whole number >= 0, not {a['slots']!r}", h)
         if not isinstance(a["dedicated"], bool):

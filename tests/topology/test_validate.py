@@ -30,13 +30,15 @@ EXPECTED = {
                          "bandwidth like 10Gbit/s (units: bit/s, kbit/s, Kbit/s, Mbit/s, "
                          "Gbit/s, Tbit/s, B/s, kB/s, KB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, "
                          "GiB/s, TiB/s)"),
-    "bad-hostlist": (6, "host 'node[01-16': host list 'node[01-16': '[' without ']'"),
+    "bad-hostlist": (6, "host list 'node[01-16': '[' without ']'"),
     "dedicated-compute": (7, "host 'n2': only a gateway can be dedicated (role is 'compute')"),
     "unknown-role": (6, "host 'n1': unknown role 'router'; known: compute, gateway, frontend "
                         "(or login for frontend)"),
     "unknown-technology": (2, "network 'lan': unknown technology 'token-ring'; known: loopback, "
                               "shm, ethernet, fast-ethernet, gigabit-ethernet, infiniband, "
                               "myrinet, sci, wan"),
+    "unknown-spawner": (None, "site 'a': unknown spawner 'qsub'; known: local, ssh, slurm, pbs, "
+                              "mpiexec, netns"),
     "unknown-scope": (2, "network 'lan': unknown scope 'secret'; known: private, public"),
     "address-outside-subnet": (6, "host 'n1': address 10.2.0.1 is outside network 'lan' "
                                   "subnet 10.1.0.0/24"),
