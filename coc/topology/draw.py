@@ -324,14 +324,15 @@ def _render(ax, G, route, scene):
             continue
         count = len(a["members"])
         marker = {"gateway": "D", "frontend": "^"}.get(a["role"], "o")
-        size = 260 if count == 1 else 420 + 6 * count
+        size = 260 if count == 1 else min(420 + 6 * count, 900)
         edge = "black" if a["role"] == "gateway" else "white"
         ax.scatter([x], [y], marker=marker, s=size, c=node_color(n), edgecolors=edge,
                    linewidths=2.0 if a["role"] == "gateway" else 1.0, zorder=6)
         if n in route_hosts:
             ax.scatter([x], [y], marker="o", s=size * 2.2, facecolors="none",
                        edgecolors=_ROUTE_COLOR, linewidths=2.5, zorder=6)
-        ax.annotate(_label(D, n), (x, y), xytext=(0, -13), textcoords="offset points", ha="center",
+        ax.annotate(_label(D, n), (x, y), xytext=(0, -math.sqrt(size) / 2 - 4),
+                    textcoords="offset points", ha="center",
                     va="top", fontsize=7.5, zorder=5,
                     fontweight="bold" if a["role"] == "gateway" else "normal")
     _label_sites(ax, D, pos, color)
@@ -345,14 +346,17 @@ def _render(ax, G, route, scene):
 
 
 def _label_sites(ax, D, pos, color):
-    """Write each site's name and slot count beyond the outer edge of its hosts."""
+    """Write each site's name and slot count above its nodes (underneath for a bottom site)."""
     for site in _sites(D):
         members = [n for n, a in D.nodes(data=True) if a["home"] == site]
         xs, ys = zip(*(pos[n] for n in members))
         slots = sum(D.nodes[n]["slots"] for n in members
                     if D.nodes[n]["kind"] == "host" and not D.nodes[n].get("dedicated"))
-        ax.text(sum(xs) / len(xs), max(ys) + 0.9, f"site {site}  ({slots} slots)", ha="center",
-                va="bottom", fontsize=10, fontweight="bold", color=color[site], zorder=5)
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        below = my < 0 and abs(my) > abs(mx)  # a site under the centre is labelled underneath
+        ax.text(mx, min(ys) - 1.4 if below else max(ys) + 0.9, f"site {site}  ({slots} slots)",
+                ha="center", va="top" if below else "bottom", fontsize=10, fontweight="bold",
+                color=color[site], zorder=5)
 
 
 def _legend(ax, mpl, D, color, with_route):
