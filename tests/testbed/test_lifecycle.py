@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 import pytest
 
 import coc.testbed
@@ -43,6 +44,10 @@ def test_down_ends_processes_left_in_the_testbed(testbeds, two_sites):
     bed = testbeds(two_sites)
     sleeper = bed.popen("a1", ["sleep", "60"])
     try:
+        deadline = time.monotonic() + 5
+        while sleeper.pid not in netns.pids([bed.namespace("a1")]):  # ip netns exec started
+            assert time.monotonic() < deadline and sleeper.poll() is None
+            time.sleep(0.01)
         assert bed.down()["processes"] == 1
         assert sleeper.wait(timeout=5) == -15
     finally:
