@@ -127,6 +127,16 @@ def test_draw_onto_given_axes_returns_them():
     assert ax.get_title() == "private-pair"
 
 
+def test_draw_without_axes_or_path_uses_the_current_pyplot_figure():
+    import matplotlib.pyplot as plt
+
+    ax = drawing.draw(load("bunyip"))
+    try:
+        assert plt.gcf() is ax.figure and ax.get_title() == "bunyip"
+    finally:
+        plt.close(ax.figure)
+
+
 def test_topology_displays_as_svg_in_jupyter():
     svg = load("two-sites")._repr_svg_()
     assert isinstance(svg, str) and "<svg" in svg
