@@ -97,12 +97,13 @@ def _status(args):
     names = [args.name] if args.name else tb.testbeds()
     if not names:
         print("no testbed is up")
+        return 0
     print("\n\n".join(describe(tb.attach(name)) for name in names))
     return 0
 
 
 def _exec(args):
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not command:
         raise TestbedError("no command given: coc testbed exec HOST -- CMD ...")
     return tb.attach(args.name).exec(args.host, command).returncode
@@ -132,5 +133,5 @@ def register(subparsers):
                         usage="coc testbed exec [--name N] HOST -- CMD ...")
     ex.add_argument("--name", help="testbed name (default: the only one up)")
     ex.add_argument("host")
-    ex.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD")
+    ex.add_argument("argv", nargs=argparse.REMAINDER, metavar="CMD")
     ex.set_defaults(func=_exec)

@@ -112,6 +112,9 @@ def test_cli_up_exec_down():
         done = coc("exec", "--name", name, "fe1", "--", "ip", "-o", "-4", "addr", "show", "eth1")
         assert done.returncode == 0 and "203.0.113.1/24" in done.stdout
         assert coc("exec", "--name", name, "c1n1", "--", "false").returncode == 1
+        wrong = coc("exec", "--name", name, "a1", "--", "true")
+        assert wrong.returncode == 2
+        assert f"coc testbed: error: testbed '{name}' has no host 'a1'" in wrong.stderr
         down = coc("down", "--name", name)
         assert down.returncode == 0 and "removed 11 namespaces" in down.stdout
     finally:
