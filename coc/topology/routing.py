@@ -106,8 +106,9 @@ class _Costs:
                 merged = first[node]
                 for hop, bottleneck in hops.items():
                     merged[hop] = max(merged.get(hop, 0.0), bottleneck)
-                if d < old:
+                if d < old:  # cheaper by a rounding error: settle it at the lower cost
                     dist[node], pred[node] = d, parent
+                    heapq.heappush(heap, (d, next(counter), node))
 
         for net in sorted(start, key=natural_key):
             relax(net, self.cost[net], None, {DIRECT: self.bandwidth[net]})

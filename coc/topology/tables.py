@@ -172,9 +172,9 @@ def route_tables(G, size_classes=(0, LARGE_MESSAGE), tolerance=TIE):
         The message size each table is computed for; a message uses the table of the
         largest size class not above its size.
     tolerance : float, default 1e-12
-        Paths whose cost is within this relative difference of the cheapest count as
-        equal: their first hops share the load in proportion to the bottleneck bandwidth
-        of their path.
+        Paths whose costs differ by less than this relative amount count as equal (it
+        absorbs rounding); the first hops of equal paths share the load in proportion to
+        the bottleneck bandwidth of their path.
 
     Returns
     -------

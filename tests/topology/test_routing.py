@@ -214,3 +214,24 @@ def test_table_size_grows_with_sites_not_hosts():
 def test_size_classes_must_increase(topo):
     with pytest.raises(TopologyError, match="size classes must be increasing"):
         route_tables(topo("two-sites-small"), size_classes=(1 << 20, 0))
+
+
+def test_a_tie_found_cheaper_by_rounding_still_settles_the_network():
+    # T is reached first through g1, U and the link, then (cheaper by 5e-18 s, a tie)
+    # through g2; the search must still go on from T to W, where the destination is.
+    us = 1e-6
+    G = from_dict({
+        "networks": {name: {"latency": f"{lat!r}s", "bandwidth": "1Gbit/s"} for name, lat in
+                     [("S", us), ("T", 5 * us), ("U", us), ("W", us)]},
+        "sites": {"s": {"hosts": [
+            {"name": "src", "interfaces": ["S"]},
+            {"name": "g1", "role": "gateway", "forward_cost": "1us", "interfaces": ["S", "U"]},
+            {"name": "g2", "role": "gateway", "forward_cost": f"{us * (3 - 5e-12)!r}s",
+             "interfaces": ["S", "T"]},
+            {"name": "g3", "role": "gateway", "forward_cost": "1us", "interfaces": ["T", "W"]},
+            {"name": "dst", "interfaces": ["W"]}]}},
+        "links": [{"between": ["U", "T"], "latency": "1us", "bandwidth": "1Gbit/s"}]})
+    r = route(G, "src", "dst")
+    assert r.hosts == ("src", "g2", "g3", "dst")
+    assert math.isclose(r.time, brute_force(G, "src", "dst", 0), rel_tol=1e-12)
+    assert {hop for hop, _ in route_tables(G).next_hops("src", "dst")} == {"g1", "g2"}
