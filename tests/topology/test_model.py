@@ -5,7 +5,7 @@ import warnings
 import networkx as nx
 import pytest
 
-from coc.errors import TopologyError
+from coc.errors import TopologyError, TopologyWarning
 from coc.topology import (Topology, from_dict, hosts, library_names, library_path, load, loads,
                           networks, placement_slots, sites, to_dict)
 
@@ -109,3 +109,42 @@ def test_str_and_graph_copy_keep_the_class(small):
 def test_repr_svg_never_raises_without_drawing(small):
     svg = small._repr_svg_()
     assert svg is None or svg.lstrip().startswith(("<?xml", "<svg"))
+
+
+HEAD = ("networks: {lan: {latency: 1us, bandwidth: 1Gbit/s}, "
+        "san: {latency: 1us, bandwidth: 1Gbit/s}}\n")
+
+
+@pytest.mark.parametrize("host, message", [
+    ("{name: h, interfaces: [lan, lan]}", "t.yaml:2: host 'h': two interfaces on network 'lan'"),
+    ("{name: h, interfaces: [{network: lan, name: ib0}, {network: san, name: ib0}]}",
+     "t.yaml:2: host 'h': interface name 'ib0' used twice"),
+    ("{name: h, interfaces: [{network: lan, adress: 10.0.0.1}]}",
+     "t.yaml:2: host 'h': interface 0: unknown key 'adress' (did you mean 'address'?)"),
+    ("{name: h, interfaces: [{network: lan, address: 10.0.0.999}]}",
+     "t.yaml:2: host 'h': '10.0.0.999' is not an IP address"),
+    ("{name: 'h[1-3]', hostname: 'h[1-2].example.org', interfaces: [lan]}",
+     "t.yaml:2: host 'h[1-3]': 3 hosts but 2 hostnames"),
+    ("{name: h, forward_cost: fast, interfaces: [lan]}",
+     "t.yaml:2: host 'h': forward_cost 'fast' is not a time"),
+])
+def test_host_entry_errors(host, message):
+    with pytest.raises(TopologyError) as info:
+        loads(HEAD + f"sites: {{a: {{hosts: [{host}]}}}}\n", file="t.yaml")
+    assert str(info.value).startswith(message)
+
+
+def test_hostname_ranges_pair_with_names():
+    with pytest.warns(TopologyWarning, match="network 'san' is used by no host"):
+        G = loads(HEAD + "sites: {a: {hosts: [{name: 'h[1-2]', hostname: 'n[7-8].example.org', "
+                         "interfaces: [lan]}]}}\n")
+    assert [G.nodes[h]["hostname"] for h in ("h1", "h2")] == ["n7.example.org",
+                                                             "n8.example.org"]
+
+
+def test_show_route_draws_the_route(small):
+    pytest.importorskip("matplotlib")
+    view = small.show_route("a1", "b2", size="4MiB")
+    assert str(view).splitlines()[-1].startswith("total ")
+    svg = view._repr_svg_()
+    assert svg.lstrip().startswith(("<?xml", "<svg")) and svg != small._repr_svg_()
