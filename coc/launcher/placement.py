@@ -190,8 +190,16 @@ def place_ranks(available, counts):
     return placements
 
 
-def place_gateways(G, placements):
+def place_gateways(G, placements, tables=None):
     """Return the gateway hosts that lie on a route between two hosts that run ranks.
+
+    Every next hop of the route tables counts, so all the gateways that share the load
+    between two sites get a daemon.
+
+    Parameters
+    ----------
+    tables : coc.topology.RouteTables, optional
+        ``coc.topology.route_tables(G)``, when the caller already has it.
 
     Returns
     -------
@@ -207,8 +215,15 @@ def place_gateways(G, placements):
     >>> place_gateways(G, place_ranks(available_slots(G), {"a": 4}))
     []
     """
-    rank_hosts = sorted({p.host for p in placements}, key=hostlist.natural_key)
+    tables = topology.route_tables(G) if tables is None else tables
+    # hosts of one class route alike: one rank host per class stands for the others
+    ends = list({tables.host_class[p.host]: p.host for p in placements}.values())
     gateways = set()
-    for src, dst in itertools.permutations(rank_hosts, 2):
-        gateways.update(topology.route(G, src, dst).gateways)
+    for src, dst in itertools.permutations(ends, 2):
+        frontier = [src]
+        while frontier:
+            for hop, _ in tables.next_hops(frontier.pop(), dst):
+                if hop != dst and hop not in gateways:
+                    gateways.add(hop)
+                    frontier.append(hop)
     return sorted(gateways, key=hostlist.natural_key)

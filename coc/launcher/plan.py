@@ -63,6 +63,7 @@ class Plan:
     exports: dict = field(default_factory=dict)   # -x variables
     hosts_from: str = "topology"           # where the usable hosts came from
     warnings: list = field(default_factory=list)  # the topology's TopologyWarnings
+    tables: object = None                  # coc.topology.route_tables of the topology
 
     @property
     def size(self):
@@ -94,15 +95,21 @@ class Plan:
         return {**{p.rank: p.host for p in self.placements},
                 **{g.endpoint: g.host for g in self.gateways}}
 
-    def _next_hop(self, src_host, dst_host, dest):
-        """Return the endpoint that traffic from ``src_host`` to endpoint ``dest`` goes to first."""
-        if src_host == dst_host:
-            return dest
-        hosts = topology.route(self.topology, src_host, dst_host).hosts
-        if len(hosts) == 2:
-            return dest
-        daemons = [g.endpoint for g in self.gateways if g.host == hosts[1]]
-        return daemons[0] if daemons else dest
+    @cached_property
+    def _daemon_on(self):
+        return {g.host: g.endpoint for g in self.gateways}
+
+    def _next_hops(self, src_host, dst_host, dest):
+        """Return ``[[endpoint, weight], ...]`` where traffic to endpoint ``dest`` goes first.
+
+        Weights are the route tables' load shares as integers (per mille). Without gateway
+        daemons (the engine not built) every route is direct: the sites are local anyway.
+        """
+        hops = self.tables.next_hops(src_host, dst_host) if src_host != dst_host else []
+        if not hops or any(hop != dst_host and hop not in self._daemon_on for hop, _ in hops):
+            return [[dest, 1]]
+        return [[dest if hop == dst_host else self._daemon_on[hop], max(1, round(weight * 1000))]
+                for hop, weight in hops]
 
     def route_table(self, endpoint):
         """Return ``{destination endpoint: [[next hop endpoint, weight], ...]}`` for one endpoint.
@@ -110,7 +117,7 @@ class Plan:
         Destinations are the ranks; a next hop equal to the destination means "directly".
         """
         src_host = self._endpoint_hosts[endpoint]
-        return {p.rank: [[self._next_hop(src_host, p.host, p.rank), 1]]
+        return {p.rank: self._next_hops(src_host, p.host, p.rank)
                 for p in self.placements if p.rank != endpoint}
 
     def rank_env(self, rank):
@@ -165,7 +172,8 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
     available = placing.available_slots(G, limits)
     counts = placing.site_counts(available, n, list(site_counts), oversubscribe)
     placements = placing.place_ranks(available, counts)
-    gateway_hosts = placing.place_gateways(G, placements)
+    tables = topology.route_tables(G)
+    gateway_hosts = placing.place_gateways(G, placements, tables)
     if start_gateways is None:
         start_gateways = gateway_daemon_available()
     daemons = [GatewayDaemon(len(placements) + i, G.nodes[h]["site"], h, G.nodes[h]["dedicated"])
@@ -176,7 +184,7 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
             raise LaunchError(f"--spawner: unknown site (topology has: "
                                       f"{', '.join(topology.sites(G))})", site=site)
     plan = Plan(job_id or secrets.token_hex(4), G, list(command), placements, gateway_hosts,
-                daemons, {}, dict(exports or {}), hosts_from)
+                daemons, {}, dict(exports or {}), hosts_from, tables=tables)
     site_attrs = G.graph.get("sites", {})
     plan.spawners = {site: overrides.get(site) or (site_attrs.get(site) or {}).get("spawner")
                      or "local" for site in plan.sites}

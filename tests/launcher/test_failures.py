@@ -1,0 +1,128 @@
+"""coc-run's failure semantics: signals, lost launcher, dead gateways, unreachable sites."""
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from coc import topology
+from coc.errors import LaunchError
+from coc.launcher import spawners
+from coc.launcher.control import Job
+from coc.launcher.output import OutputSink
+from coc.launcher.plan import gateway_daemon_available, make_plan
+from launcher_helpers import assert_all_gone, program, recorded_pids, wait_for_files
+
+
+def _rank_args(pid_dir, *extra):
+    return ["-n", 4, program("rank.py"), "--pid-dir", pid_dir, "--grandchild", *extra]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_first_signal_stops_the_job_cleanly(start_coc_run, tmp_path, signum):
+    proc = start_coc_run(*_rank_args(tmp_path))
+    wait_for_files(tmp_path, 4)
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=10)
+    assert time.monotonic() - sent < 2.0
+    assert proc.returncode == 128 + signum
+    assert f"coc-run: {signal.Signals(signum).name} received, job stopped" in err
+    assert out.count("ready") == 4
+    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+
+
+def test_second_ctrl_c_kills_at_once(start_coc_run, tmp_path):
+    proc = start_coc_run(*_rank_args(tmp_path, "--ignore-term"))
+    wait_for_files(tmp_path, 4)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.1)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=10)
+    assert time.monotonic() - sent < 0.8          # well inside the 1 s TERM grace
+    assert proc.returncode == 130
+    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+
+
+def test_ranks_that_ignore_sigterm_are_killed_after_the_grace_period(start_coc_run, tmp_path):
+    proc = start_coc_run(*_rank_args(tmp_path, "--ignore-term"))
+    wait_for_files(tmp_path, 4)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=10)
+    assert 0.9 < time.monotonic() - sent < 2.0
+    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+
+
+def test_agents_end_their_ranks_when_coc_run_itself_is_killed(start_coc_run, tmp_path):
+    proc = start_coc_run(*_rank_args(tmp_path))
+    wait_for_files(tmp_path, 4)
+    pids = recorded_pids(tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=5)
+    assert_all_gone(pids, within=2.5)
+
+
+def _gateway_pids(agent_pids):
+    """Return the pids of gateway daemons whose parent is one of ``agent_pids``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid in agent_pids and b"coc.gateway" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not gateway_daemon_available(), reason="the engine is not built")
+def test_a_dead_gateway_daemon_ends_the_job_naming_it(start_coc_run, tmp_path):
+    proc = start_coc_run(*_rank_args(tmp_path))
+    wait_for_files(tmp_path, 4)
+    agents = {json.loads(p.read_text())["agent"] for p in tmp_path.glob("*.json")}
+    gateways = _gateway_pids(agents)
+    assert len(gateways) == 2
+    pids = recorded_pids(tmp_path) | set(gateways)
+    os.kill(gateways[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 128 + 9
+    assert "was killed by signal 9 (SIGKILL) while ranks were running; job stopped" in err
+    assert "coc-run: gateway daemon on host " in err
+    assert_all_gone(pids, within=0.5)
+
+
+class _SiteThatNeverAnswers(spawners.Spawner):
+    """A real agent command that fails before saying hello: a site we cannot reach."""
+
+    kind = "unreachable"
+
+    async def start(self, env):
+        return await asyncio.create_subprocess_exec(
+            "sh", "-c", "echo 'ssh: connect to host login.b: Connection refused' >&2; exit 255",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL)
+
+
+@pytest.mark.filterwarnings("ignore::coc.errors.TopologyWarning")
+def test_unreachable_site_fails_the_launch_and_stops_the_sites_already_started(
+        monkeypatch, tmp_path):
+    monkeypatch.setitem(spawners.SPAWNERS, "unreachable", _SiteThatNeverAnswers)
+    G = topology.load("two-sites")
+    command = [sys.executable, program("rank.py"), "--pid-dir", str(tmp_path), "--grandchild"]
+    plan = make_plan(G, command, n=2, spawners={"b": "unreachable"}, start_gateways=False)
+    sink = OutputSink({("rank", r): (str(r), f"rank.{r}") for r in range(2)},
+                      output_dir=tmp_path)
+    job = Job(plan, sink, os.urandom(32))
+    with pytest.raises(LaunchError, match=r"site b: site unreachable: its agent ended "
+                                          r"\(exit code 255\) before it said hello"):
+        asyncio.run(job.run(timeout=20))
+    assert job.agents["a"].process.returncode == 0
+    assert_all_gone(recorded_pids(tmp_path) | {job.agents["a"].process.pid}, within=0.5)
