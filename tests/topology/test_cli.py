@@ -1,5 +1,6 @@
 """The ``coc topo`` command, through coc.cli.main and once as a real subprocess."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -79,8 +80,20 @@ def test_draw_writes_svg(tmp_path, capsys):
     assert out.read_text().lstrip().startswith(("<?xml", "<svg"))
 
 
+def test_draw_without_matplotlib_says_how_to_get_it(tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None; from coc.cli import main; "
+            f"sys.exit(main(['topo', 'draw', {SMALL!r}, '-o', {str(tmp_path / 'x.png')!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1
+    assert "drawing a topology needs matplotlib: pip install 'coc[draw]'" in done.stderr
+    assert not (tmp_path / "x.png").exists()
+
+
 def test_coc_topo_check_as_a_command():
-    done = subprocess.run([sys.executable, "-m", "coc.cli", "topo", "check", SMALL, BAD],
+    command = shutil.which("coc")
+    command = [command] if command else [sys.executable, "-m", "coc.cli"]
+    done = subprocess.run(command + ["topo", "check", SMALL, BAD],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "OK: two-sites-small" in done.stdout
