@@ -47,6 +47,7 @@ CLIENT = textwrap.dedent("""
     host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     try:
         c = socket.create_connection((host, port), timeout=1.0)
+        c.settimeout(10.0)  # sending at a slow shaped rate may block for longer
         if seconds:
             data, end = b"x" * (1 << 20), time.monotonic() + seconds
             while time.monotonic() < end:
