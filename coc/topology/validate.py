@@ -195,7 +195,7 @@ def _check_reachable(G):
 
 
 def _names(site_group):
-    names = sorted(site_group)
+    names = sorted(site_group, key=natural_key)
     if len(names) == 1:
         return f"site {names[0]}"
     shown = ", ".join(names[:5])
@@ -222,8 +222,8 @@ def _single_points_of_failure(G):
             merged = ({site}.union(*(s for s, _ in joined)), reach.union(*(r for _, r in joined)))
             groups = [group for group in groups if group not in joined] + [merged]
         if len(groups) > 1:
-            named = " and ".join(_names(s) for s, _ in
-                                 sorted(groups, key=lambda group: sorted(group[0])))
+            groups.sort(key=lambda group: min(natural_key(site) for site in group[0]))
+            named = " and ".join(_names(sites_of) for sites_of, _ in groups)
             yield (f"{named} are joined only through gateway {g!r} "
                    f"(single point of failure)")
 
