@@ -133,3 +133,18 @@ def test_validate_checks_hand_built_graphs():
     G.nodes["n1"]["slots"] = 2.5
     with pytest.raises(TopologyError, match="host 'n1': slots must be a whole number"):
         validate(G)
+
+
+def test_many_sites_behind_one_gateway_are_summarised():
+    sites = "".join(f"  s{i}: {{hosts: [{{name: s{i}n1, interfaces: [lan{i}]}}, "
+                    f"{{name: s{i}gw, role: gateway, interfaces: [lan{i}, wan]}}]}}\n"
+                    for i in range(8))
+    networks = "".join(f"  lan{i}: {{latency: 1us, bandwidth: 1Gbit/s}}\n" for i in range(8))
+    text = ("networks:\n  wan: {latency: 1ms, bandwidth: 1Gbit/s}\n" + networks
+            + "sites:\n" + sites)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = validate(loads(text, check=False))
+    assert len(found) == 8
+    assert found[2] == ("sites s0, s1, s3, s4, s5 and 2 more and site s2 are joined only "
+                        "through gateway 's2gw' (single point of failure)")
