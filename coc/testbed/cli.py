@@ -48,6 +48,8 @@ def describe(bed):
     for host, h in s["hosts"].items():
         ifs = ", ".join(f"{i['dev']} {i['address']}/{i['prefixlen']} ({i['network']})"
                         for i in h["interfaces"])
+        if h["routes"]:  # subnets of linked networks, reached directly
+            ifs += "; on-link " + ", ".join(f"{r['subnet']} dev {r['dev']}" for r in h["routes"])
         rows.append((host, h["site"] or "-", h["role"], ifs))
     lines += ["", *_table(rows), ""]
     rows = [("network", "bridge", "subnet", "bandwidth", "latency")]
