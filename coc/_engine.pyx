@@ -257,7 +257,7 @@ cdef class Request:
         cdef int rc
         cdef int64_t ns
         cdef c.coc_request *r
-        if self._result is not None:
+        if self._poll():  # already complete: no GIL hand-off, no clock
             return self._outcome()
         deadline = _deadline(timeout)
         while True:
@@ -342,10 +342,14 @@ cdef class Engine:
         cdef const unsigned char[::1] key = bytes(secret)
         cdef bytes host = None if listen_host is None else listen_host.encode()
         cdef int rc
+        if not c.COC_SECRET_MIN <= key.shape[0] <= c.COC_SECRET_MAX:
+            raise ValueError(f"endpoint {self_id}: the job secret must be "
+                             f"{c.COC_SECRET_MIN} to {c.COC_SECRET_MAX} bytes, "
+                             f"not {key.shape[0]}")
         port_min, port_max = port_range
         c.coc_engine_config_init(&cfg)
         cfg.self_id = self_id
-        cfg.secret = &key[0] if key.shape[0] else NULL
+        cfg.secret = &key[0]
         cfg.secret_len = key.shape[0]
         if host is not None:
             cfg.listen_host = host

@@ -23,11 +23,12 @@ SECRET = engine_peers.SECRET
 class Peer:
     """One engine in a spawned child process running a scenario of engine_peers."""
 
-    def __init__(self, ctx, self_id, scenario, args, secret, engine_kwargs):
-        self.id = self_id
+    def __init__(self, ctx, self_id, scenario, args, secret, engine_kwargs, hold):
+        self.id, self.hold = self_id, hold
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=engine_peers.run, daemon=True,
-                                args=(child, self_id, secret, engine_kwargs, scenario, args))
+                                args=(child, self_id, secret, engine_kwargs, scenario, args,
+                                      hold))
         self.proc.start()
         child.close()
         self.address = self.recv()
@@ -50,9 +51,11 @@ class Peer:
         assert self.recv() == "ready"
 
     def result(self, timeout=TIMEOUT):
-        """Return what the scenario returned."""
+        """Return what the scenario returned (and let a holding child close its engine)."""
         status, value = self.recv(timeout)
         assert status == "ok"
+        if self.hold:
+            self.conn.send("close")
         return value
 
     def reap(self):
@@ -68,12 +71,15 @@ class Peer:
 
 @pytest.fixture
 def spawn():
-    """Start ``spawn(self_id, scenario, **args)`` endpoints in children; reap them all."""
+    """Start ``spawn(self_id, scenario, **args)`` endpoints in children; reap them all.
+
+    ``hold=False`` lets the child close its engine as soon as the scenario returns.
+    """
     ctx = multiprocessing.get_context("spawn")
     started = []
 
-    def start(self_id, scenario, *, secret=SECRET, engine_kwargs=None, **args):
-        peer = Peer(ctx, self_id, scenario, args, secret, engine_kwargs or {})
+    def start(self_id, scenario, *, secret=SECRET, engine_kwargs=None, hold=True, **args):
+        peer = Peer(ctx, self_id, scenario, args, secret, engine_kwargs or {}, hold)
         started.append(peer)
         return peer
 

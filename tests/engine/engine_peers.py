@@ -17,8 +17,12 @@ TIMEOUT = 30.0
 SECRET = bytes(range(32))  # the job secret every test endpoint shares
 
 
-def run(conn, self_id, secret, engine_kwargs, scenario, args):
-    """Open an engine, trade addresses with the test, then run ``scenario``."""
+def run(conn, self_id, secret, engine_kwargs, scenario, args, hold):
+    """Open an engine, trade addresses with the test, then run ``scenario``.
+
+    With ``hold`` the engine stays open after the scenario until the test has read the
+    result, so nothing in flight is cut off by this process leaving early.
+    """
     try:
         with engine.Engine(self_id, secret, listen_host="127.0.0.1", **engine_kwargs) as eng:
             conn.send(eng.address)
@@ -29,6 +33,8 @@ def run(conn, self_id, secret, engine_kwargs, scenario, args):
                 eng.set_route(dest, hops, weights)
             conn.send("ready")
             conn.send(("ok", globals()[scenario](eng, conn, **args)))
+            if hold and conn.poll(TIMEOUT * 4):
+                conn.recv()
     except BaseException as exc:  # report everything, KeyboardInterrupt included
         conn.send(("error", type(exc).__name__, str(exc), traceback.format_exc()))
 
@@ -73,13 +79,16 @@ def send_tagged(eng, conn, dest, items):
     return len(items)
 
 
-def try_send(eng, conn, dest, data):
-    """Send once; return the error's class name, or None when the send completed."""
-    try:
-        eng.isend(data, dest).wait(10)
-    except Exception as exc:  # the test asserts which
-        return type(exc).__name__
-    return None
+def try_sends(eng, conn, dest, sizes):
+    """Send messages of ``sizes``; return per message the error's class name or None."""
+    outcomes = []
+    for size in sizes:
+        try:
+            eng.isend(bytes(size), dest).wait(10)
+            outcomes.append(None)
+        except Exception as exc:  # the test asserts which
+            outcomes.append(type(exc).__name__)
+    return outcomes
 
 
 def recv_stream(eng, conn, source, sizes):
