@@ -87,3 +87,18 @@ def test_testbed_names_cannot_collide():
     with pytest.raises(TestbedError, match="invalid testbed name"):
         names.check_name("a:b")
     assert names.owned("t", ["coc:t:a", "coc:t2:a"]) == ["coc:t:a"]
+
+
+def test_shaping_puts_half_the_latency_on_each_end_and_the_link_rate_on_links(topology):
+    p = plan.make_plan(topology("perseus"), "t")
+    tc = plan.shaping_commands(p, {"tbf": True, "htb": True, "netem": True})
+    host = tc["coc:t:p001"]
+    assert host[0].startswith("qdisc add dev eth0 root handle 1: tbf rate 100000000bit ")
+    assert host[1] == "qdisc add dev eth0 parent 1:1 handle 10: netem delay 30.000us limit 100000"
+    infra = tc["coc:t:"]
+    end = p["links"][0]["ends"][0]
+    assert f"qdisc add dev {end} root handle 1: tbf rate 2100000000bit burst 525000 " \
+           "limit 13650000" in infra
+    assert f"qdisc add dev {end} parent 1:1 handle 10: netem delay 2.000us limit 100000" in infra
+    without_netem = plan.shaping_commands(p, {"tbf": True, "htb": True, "netem": False})
+    assert not any("netem" in line for lines in without_netem.values() for line in lines)
