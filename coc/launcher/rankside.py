@@ -59,10 +59,10 @@ def rendezvous(address, *, environ=None):
     except (ValueError, OSError) as exc:
         raise LaunchError(f"{CONTROL_FD}={environ[CONTROL_FD]!r} is not an open socket: {exc}")
     with sock:
-        sock.sendall(protocol.encode({"type": "address", "address": address}))
         try:
+            sock.sendall(protocol.encode({"type": "address", "address": address}))
             header = _receive_exactly(sock, 4)
-        except ProtocolError:
+        except (ProtocolError, OSError):
             raise LaunchError("the job was torn down before the rendezvous completed") from None
         answer = protocol.decode(_receive_exactly(sock, protocol.decode_length(header)))
     if answer["type"] != "rendezvous":
