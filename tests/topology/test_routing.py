@@ -117,6 +117,7 @@ def test_route_tables_expand_to_cheapest_paths(G, size):
     for (src, dst), cost in best.items():
         hops = tables.next_hops(src, dst, size)
         assert math.isclose(sum(w for _, w in hops), 1.0)
+        assert route(G, src, dst, size).hosts[1] in {hop for hop, _ in hops}
         for path in table_paths(tables, src, dst, size):
             assert math.isclose(route_cost(G, path, size), cost, rel_tol=1e-12), path
 
