@@ -289,7 +289,9 @@ static void linger(coc_engine *e)
     pthread_mutex_lock(&e->lock);
     for (size_t i = 0; i < COC__MAX_CONNS; i++) {
         coc__conn *c = e->conns[i];
-        if (c && c->state == COC__CS_OPEN) {
+        /* also on connections still in their handshake that carry frames: a program
+         * that ends right after its (eager, already complete) sends must not lose them */
+        if (c && (c->state == COC__CS_OPEN || (c->state != COC__CS_DEAD && c->head))) {
             coc__hdr h = {.type = COC__BYE, .source = e->self, .dest = c->peer_id};
             coc__conn_send(c, &h, NULL);
         }
@@ -301,7 +303,7 @@ static void linger(coc_engine *e)
         pthread_mutex_lock(&e->lock);
         for (size_t i = 0; i < COC__MAX_CONNS && !busy; i++) {
             coc__conn *c = e->conns[i];
-            busy = c && c->state == COC__CS_OPEN && c->head;
+            busy = c && c->state != COC__CS_DEAD && c->head;
         }
         pthread_mutex_unlock(&e->lock);
         if (!busy || coc__now_ns() > until)
