@@ -124,6 +124,6 @@ def destroy(name):
     {"namespaces": count removed, "processes": count ended, "seconds": time taken}.
     """
     start = time.monotonic()
-    with state.lock(name):
+    with state.lock(name, drop=True):
         removed = _clean(name)
     return {**removed, "seconds": time.monotonic() - start}

@@ -61,9 +61,27 @@ def recorded():
 
 
 @contextlib.contextmanager
-def lock(name):
-    """Hold an exclusive lock on testbed ``name`` so two ``up``/``down`` never interleave."""
+def lock(name, *, drop=False):
+    """Hold an exclusive lock on testbed ``name`` so two ``up``/``down`` never interleave.
+
+    ``drop`` removes the lock file on the way out (``down`` leaves nothing behind); a waiter
+    that then gets the lock of the removed file notices and locks the new one instead.
+    """
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(STATE_DIR / f"{check_name(name)}.lock", "w") as f:
+    target = STATE_DIR / f"{check_name(name)}.lock"
+    while True:
+        f = open(target, "a")
         fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            same = os.stat(target).st_ino == os.fstat(f.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        f.close()
+    try:
         yield
+        if drop:
+            target.unlink()
+    finally:
+        f.close()
