@@ -6,6 +6,6 @@ __all__ = ["TestbedError"]
 
 
 class TestbedError(CocError):
-    """A testbed could not be built, inspected or removed (not root, a failed ``ip``/``tc``, ...)."""
+    """A testbed could not be built, inspected or removed (not root, a failing ``ip``, ...)."""
 
     __test__ = False  # not a pytest test class, despite the name

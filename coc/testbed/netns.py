@@ -175,7 +175,7 @@ def read_sysctl(namespace, key):
 
 
 def read(namespace, path):
-    """Return the text of ``path`` (under /proc, which shows this thread's namespace) in ``namespace``."""
+    """Return the text of ``path`` read inside ``namespace`` (for /proc files per namespace)."""
     with _inside(namespace):
         with open(path) as f:
             return f.read()

@@ -44,7 +44,7 @@ def _members(G, network):
 
 
 def _free_block(size, used):
-    """Return the first block of 172.16.0.0/12 holding ``size`` hosts and overlapping nothing used."""
+    """Return the first block of 172.16.0.0/12 for ``size`` hosts that overlaps nothing used."""
     prefixlen = min(24, 32 - math.ceil(math.log2(size + 2)))
     for block in PRIVATE_POOL.subnets(new_prefix=prefixlen):
         if not any(block.overlaps(u) for u in used):
@@ -181,7 +181,7 @@ def namespaces(plan):
 
 
 def infra_commands(plan):
-    """Return the ``ip`` lines, run in the infrastructure namespace, that make bridges and veths."""
+    """Return the ``ip`` lines that make bridges and veths (run in the infrastructure namespace)."""
     lines = ["link set lo up"]
     for net in plan["networks"].values():
         lines += [f"link add {net['bridge']} type bridge forward_delay 0 stp_state 0",

@@ -1,4 +1,4 @@
-"""The Python face of a testbed: build it, run commands in its hosts, look up addresses, remove it."""
+"""The Python face of a testbed: build it, run commands in its hosts, find addresses, remove it."""
 
 import subprocess
 
@@ -142,7 +142,7 @@ def _graph(topology):
 
 
 def up(topology, name=None, scale=None):
-    """Build ``topology`` (a graph, a file or a library name) as namespaces; return a :class:`Testbed`.
+    """Build ``topology`` (a graph, file or library name) as namespaces; return a :class:`Testbed`.
 
     Parameters
     ----------

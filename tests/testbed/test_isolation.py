@@ -27,7 +27,8 @@ def test_gateways_reach_each_other_over_the_wan(two_sites, serve, client):
 def test_no_route_from_site_a_to_site_b(two_sites, serve, client):
     b1 = two_sites.address("b1")
     serve(two_sites, "b1", b1, 7003)
-    assert client(two_sites, "a1", b1, 7003).startswith("OSError [Errno 101] Network is unreachable")
+    outcome = client(two_sites, "a1", b1, 7003)
+    assert outcome.startswith("OSError [Errno 101] Network is unreachable")
     # Neither does the gateway's WAN address help: a1 only has its own LAN.
     outcome = client(two_sites, "a1", two_sites.address("b-gw", "wan"), 7003)
     assert "Network is unreachable" in outcome
