@@ -112,6 +112,8 @@ class _Costs:
 
         for net in sorted(start, key=natural_key):
             relax(net, self.cost[net], None, {DIRECT: self.bandwidth[net]})
+        unused = {g for net in start for g in self.gateways[net]
+                  if start.issuperset(self.host_networks[g])} if forward else set()
         while heap:
             d, _, node = heapq.heappop(heap)
             if node in done or d > dist[node]:
@@ -120,11 +122,12 @@ class _Costs:
             hops = first[node]
             if node in self.cost:  # a network: cross a link, or enter a gateway
                 for other, cost, bandwidth in self.links[node]:
-                    limit = min(bandwidth, self.bandwidth[other])
-                    relax(other, d + cost + self.cost[other], node,
-                          {hop: min(b, limit) for hop, b in hops.items()})
+                    if other not in done:
+                        limit = min(bandwidth, self.bandwidth[other])
+                        relax(other, d + cost + self.cost[other], node,
+                              {hop: min(b, limit) for hop, b in hops.items()})
                 for g in self.gateways[node] if forward else ():
-                    if start.issuperset(self.host_networks[g]):
+                    if g in done or g in unused:
                         continue
                     entered = {}
                     for hop, b in hops.items():
@@ -133,8 +136,9 @@ class _Costs:
                     relax(g, d + self.forward_cost[g], node, entered)
             else:  # a gateway: forward onto one of its other networks
                 for other in self.host_networks[node]:
-                    relax(other, d + self.cost[other], node,
-                          {hop: min(b, self.bandwidth[other]) for hop, b in hops.items()})
+                    if other not in done:
+                        relax(other, d + self.cost[other], node,
+                              {hop: min(b, self.bandwidth[other]) for hop, b in hops.items()})
         return dist, pred, first
 
     @staticmethod
