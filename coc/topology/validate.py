@@ -1,5 +1,6 @@
 """Check a topology for mistakes (errors) and fragile spots (warnings) before anything runs."""
 
+import functools
 import ipaddress
 import itertools
 import warnings
@@ -79,6 +80,7 @@ def _check_names(G):
     # Private networks are separate address spaces (two sites may both use 10.0.0.0/24), but
     # networks joined by links share one, and all public networks share the Internet's.
     space = network_components(G, gateways=False)
+    subnets = functools.lru_cache(maxsize=None)(ipaddress.ip_network)
     seen = {}
     for h in hosts(G):
         for net, d in G[h].items():
@@ -90,7 +92,7 @@ def _check_names(G):
             except ValueError:
                 raise _fail(G, f"host {h!r}: {d['address']!r} is not an IP address", h) from None
             subnet = net_attrs["subnet"]
-            if subnet is not None and address not in ipaddress.ip_network(subnet):
+            if subnet is not None and address not in subnets(subnet):
                 raise _fail(G, f"host {h!r}: address {address} is outside network {net!r} "
                                f"subnet {subnet}", h)
             key = ("public" if net_attrs["scope"] == "public" else space[net], address)
@@ -181,8 +183,10 @@ def _hint(G, comp, side_a, side_b):
 
 def _check_reachable(G):
     comp = network_components(G)
-    reach = {site: {comp[net] for h in hosts(G, site=site) for net in G[h]}
-             for site in sites(G)}
+    reach = {}
+    for h, d in G.nodes(data=True):
+        if d["kind"] == "host":
+            reach.setdefault(d["site"], set()).update(comp[net] for net in G[h])
     for a, b in itertools.combinations(sites(G), 2):
         if not reach[a] & reach[b]:
             raise _fail(G, f"site {a} cannot reach site {b}: no gateway joins their networks"
