@@ -267,8 +267,9 @@ static void payload_end(coc__conn *c)
 static void payload_start(coc__conn *c)
 {
     c->rstate = COC__RX_HDR;
-    c->rleft = c->rh.len;
-    c->rdone = 0;
+    c->rleft = c->rh.len - c->rpre; /* forward_begin may have taken some already */
+    c->rdone = c->rpre;
+    c->rpre = 0;
     if (c->rleft)
         c->rstate = COC__RX_PAYLOAD;
     else

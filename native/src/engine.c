@@ -163,8 +163,24 @@ static void *progress_main(void *arg)
             if (ev[i].key == COC__KEY_WAKE)
                 drain(e->wfd);
         pthread_mutex_lock(&e->plock);
-        coc__progress(e, 0);
+        int busy = coc__progress(e, 0) > 0;
         pthread_mutex_unlock(&e->plock);
+        /* After activity, keep polling for spin_ns (yielding the CPU each time) unless a
+         * waiter is polling anyway: the next frame through a gateway then finds this
+         * thread awake instead of paying a wake-up. */
+        uint64_t until = busy ? coc__now_ns() + (uint64_t)(e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0) : 0;
+        while (coc__now_ns() < until && !atomic_load(&e->stopping)) {
+            pthread_mutex_lock(&e->spin_lock);
+            int others = e->spinners;
+            pthread_mutex_unlock(&e->spin_lock);
+            if (others)
+                break;
+            sched_yield();
+            pthread_mutex_lock(&e->plock);
+            if (coc__progress(e, 0) > 0)
+                until = coc__now_ns() + (uint64_t)e->cfg.spin_ns;
+            pthread_mutex_unlock(&e->plock);
+        }
     }
     return NULL;
 }

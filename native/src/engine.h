@@ -139,6 +139,7 @@ struct coc__conn {
     uint8_t rstate;
     coc__hdr rh;
     uint64_t rleft, rdone;             /* payload bytes left / done of the current frame */
+    uint64_t rpre;                     /* payload bytes forward_begin took from rbuf */
     uint8_t *sink;                     /* where payload goes (bytes beyond sink_cap dropped) */
     uint64_t sink_cap;
     coc_request *rreq;                 /* EAGER matched / DATA target */

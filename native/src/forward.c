@@ -91,7 +91,12 @@ int coc__forward_begin(coc__conn *c)
     it->owned = buf;
     it->size = size;
     coc__hdr_encode(h, buf);
-    it->filled = COC__HDR_LEN;
+    /* payload bytes already read come along, so a small frame leaves in one write */
+    size_t pre = c->rlen - c->rpos < h->len ? c->rlen - c->rpos : h->len;
+    memcpy(buf + COC__HDR_LEN, c->rbuf + c->rpos, pre);
+    c->rpos += pre;
+    c->rpre = pre;
+    it->filled = COC__HDR_LEN + pre;
     out->fwd_queued += size;
     e->stats.forward_bytes_buffered += size;
     if (e->stats.forward_bytes_buffered > e->stats.forward_bytes_buffered_max)
@@ -100,7 +105,7 @@ int coc__forward_begin(coc__conn *c)
     e->stats.bytes_forwarded += h->len;
     add_flow(out, h->source, h->dest);
     add_flow(c, h->dest, h->source);
-    if (h->len) {
+    if (pre < h->len) {
         c->rfwd = it;
         c->rfwd_out = out;
     }

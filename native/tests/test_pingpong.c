@@ -1,8 +1,10 @@
 /*
- * test_pingpong.c — two processes (fork) ping-pong over the engine: checks every byte
- * and prints half-round-trip latency and bandwidth for TCP loopback and unix sockets.
+ * test_pingpong.c — ping-pong between two processes over the engine, directly (TCP
+ * loopback, unix socket) and through one and two gateway processes: checks every byte
+ * and prints half-round-trip latency and bandwidth.
  * COC_PINGPONG_ITERS=N runs longer for measuring (default: a quick check).
  */
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,7 +14,7 @@
 static int iters(void)
 {
     const char *s = getenv("COC_PINGPONG_ITERS");
-    return s ? atoi(s) : 300;
+    return s ? atoi(s) : 200;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -21,7 +23,6 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One exchange: a sends n bytes to peer, waits for n back. */
 static int exchange(coc_engine *e, uint32_t peer, uint8_t *out, uint8_t *in, size_t n, int first)
 {
     coc_request *s, *r;
@@ -40,61 +41,106 @@ static int exchange(coc_engine *e, uint32_t peer, uint8_t *out, uint8_t *in, siz
 
 static const size_t sizes[] = {8, 1024, 65536, 1 << 20, 4 << 20};
 
-static void run(int tcp_only)
+/* Endpoints are 1 and 2; gateways 10, 11, ... in a chain. Process k (0 = endpoint 1,
+ * last = endpoint 2) publishes its address on pipe k and reads its neighbours'. */
+static uint32_t id_of(int k, int n)
 {
-    int p2c[2], c2p[2];
-    CHECK(pipe(p2c) == 0 && pipe(c2p) == 0);
+    return k == 0 ? 1 : k == n - 1 ? 2 : (uint32_t)(9 + k);
+}
+
+static void run(const char *label, int tcp_only, int gateways)
+{
+    int n = gateways + 2;
+    int pipes[8][2];
+    for (int k = 0; k < n; k++)
+        CHECK(pipe(pipes[k]) == 0);
+    pid_t pids[8] = {0};
+    int me = 0;
+    for (int k = 1; k < n; k++) {
+        pids[k] = fork();
+        if (pids[k] == 0) {
+            me = k;
+            break;
+        }
+    }
+    uint32_t self = id_of(me, n);
+    int gw = me > 0 && me < n - 1;
+    coc_engine *e = t_open(self, gw ? COC_ENGINE_FORWARD : 0, 1, 0, 0, 0);
+    struct { uint32_t id; char addr[252]; } mine = {self, ""}, theirs;
+    coc_engine_address(e, mine.addr, sizeof mine.addr);
+    if (tcp_only)
+        *strchr(mine.addr, ' ') = '\0';
+    /* everyone tells both neighbours its id and address, on the pipe each one reads */
+    for (int k = me - 1; k <= me + 1; k += 2)
+        if (k >= 0 && k < n)
+            CHECK(write(pipes[k][1], &mine, sizeof mine) == sizeof mine);
+    for (int got = 0; got < (me > 0) + (me < n - 1); got++) {
+        CHECK(read(pipes[me][0], &theirs, sizeof theirs) == sizeof theirs);
+        CHECK_RC(coc_engine_add_peer(e, theirs.id, theirs.addr));
+    }
+    /* routes: left part of the chain via the left neighbour, right part via the right */
+    for (int k = 0; k < n; k++) {
+        if (k == me)
+            continue;
+        t_route(e, id_of(k, n), id_of(k < me ? me - 1 : me + 1, n));
+    }
+    int reps_small = iters();
+    double *lat = calloc((size_t)reps_small, sizeof *lat);
     uint8_t *out = aligned_alloc(4096, 4 << 20), *in = aligned_alloc(4096, 4 << 20);
     for (size_t i = 0; i < (4u << 20); i++)
         out[i] = (uint8_t)(i * 13);
-    pid_t pid = fork();
-    int child = pid == 0;
-    coc_engine *e = t_open(child ? 2 : 1, 0, 1, 0, 0, 0);
-    char mine[256], theirs[256] = {0};
-    coc_engine_address(e, mine, sizeof mine);
-    if (tcp_only)
-        *strchr(mine, ' ') = '\0';
-    CHECK(write(child ? c2p[1] : p2c[1], mine, sizeof mine) == sizeof mine);
-    CHECK(read(child ? p2c[0] : c2p[0], theirs, sizeof theirs) == sizeof theirs);
-    uint32_t peer = child ? 1 : 2;
-    CHECK_RC(coc_engine_add_peer(e, peer, theirs));
-    t_route(e, peer, peer);
-    int n = iters();
-    double *lat = calloc((size_t)n, sizeof *lat);
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        size_t len = sizes[k];
-        int reps = len >= (1 << 20) ? (n / 10 > 20 ? n / 10 : 20) : n;
-        for (int i = -10; i < reps; i++) {
-            double t0 = t_now();
-            if (exchange(e, peer, out, in, len, !child) < 0) {
-                check_failures++;
-                break;
+    if (me == 0 || me == n - 1) {
+        uint32_t peer = me == 0 ? 2 : 1;
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            size_t len = sizes[k];
+            int reps = len >= (1 << 20) ? (reps_small / 10 > 20 ? reps_small / 10 : 20) : reps_small;
+            for (int i = -10; i < reps; i++) {
+                double t0 = t_now();
+                if (exchange(e, peer, out, in, len, me == 0) < 0) {
+                    check_failures++;
+                    break;
+                }
+                if (i >= 0)
+                    lat[i] = (t_now() - t0) / 2;
             }
-            if (i >= 0)
-                lat[i] = (t_now() - t0) / 2;
-        }
-        CHECK(memcmp(in, out, len) == 0);
-        if (!child) {
-            qsort(lat, (size_t)reps, sizeof *lat, cmp_double);
-            double med = lat[reps / 2], p99 = lat[reps * 99 / 100];
-            printf("  %-5s %8zu B: half round trip median %8.1f us  p99 %8.1f us  %7.3f GB/s\n",
-                   tcp_only ? "tcp" : "unix", len, med * 1e6, p99 * 1e6, len / med / 1e9);
+            CHECK(memcmp(in, out, len) == 0);
+            if (me == 0) {
+                qsort(lat, (size_t)reps, sizeof *lat, cmp_double);
+                double med = lat[reps / 2], p99 = lat[reps * 99 / 100];
+                printf("  %-10s %8zu B: half round trip median %8.1f us  p99 %8.1f us  %6.2f GB/s\n", label,
+                       len, med * 1e6, p99 * 1e6, len / med / 1e9);
+            }
         }
     }
+    if (me > 0) {
+        /* endpoint 2 and gateways wait for the parent's word to close */
+        char bye;
+        if (read(pipes[me][0], &bye, 1) != 1)
+            check_failures++;
+        coc_engine_close(e);
+        _exit(check_failures ? 1 : 0);
+    }
+    for (int k = 1; k < n; k++)
+        CHECK(write(pipes[k][1], "x", 1) == 1);
+    for (int k = 1; k < n; k++) {
+        int status = 0;
+        CHECK(waitpid(pids[k], &status, 0) == pids[k] && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    coc_engine_close(e);
     free(lat);
     free(out);
     free(in);
-    coc_engine_close(e);
-    if (child)
-        _exit(check_failures ? 1 : 0);
-    int status = 0;
-    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    close(p2c[0]); close(p2c[1]); close(c2p[0]); close(c2p[1]);
+    for (int k = 0; k < n; k++) {
+        close(pipes[k][0]);
+        close(pipes[k][1]);
+    }
 }
 
 int main(void)
 {
-    run(1);
-    run(0);
+    run("tcp", 1, 0);
+    run("unix", 0, 0);
+    run("tcp 1 gw", 1, 1);
+    run("tcp 2 gw", 1, 2);
     CHECK_DONE();
 }
