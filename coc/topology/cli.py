@@ -13,6 +13,8 @@ from coc.topology.units import format_bandwidth, format_size, format_time, parse
 
 __all__ = ["register"]
 
+_MOST_PAIRS = 30  # gateway sets `show` prints before it summarises
+
 
 def _load(source):
     """Load ``source`` and return ``(G, warnings)`` with the warnings caught, not printed."""
@@ -105,8 +107,11 @@ def _show(args):
     if len(sites(G)) > 1:
         print(f"\ngateway sets (first hops; small messages / {format_size(LARGE_MESSAGE)}):")
         small, large = gateway_sets(G, 0), gateway_sets(G, LARGE_MESSAGE)
+        pairs = list(small)
         print(_table([[f"{a} -> {b}", _gateway_text(small[a, b]), "/",
-                       _gateway_text(large[a, b])] for a, b in small]))
+                       _gateway_text(large[a, b])] for a, b in pairs[:_MOST_PAIRS]]))
+        if len(pairs) > _MOST_PAIRS:
+            print(f"  ... and {len(pairs) - _MOST_PAIRS} more pairs of sites")
     colors = levels(G)
     print("\nlevels: " + ", ".join(
         f"{level} {len({c[level] for c in colors.values()})}" for level in LEVELS) + " colors")

@@ -236,3 +236,11 @@ def test_a_tie_found_cheaper_by_rounding_still_settles_the_network():
     assert r.hosts == ("src", "g2", "g3", "dst")
     assert math.isclose(r.time, brute_force(G, "src", "dst", 0), rel_tol=1e-12)
     assert {hop for hop, _ in route_tables(G).next_hops("src", "dst")} == {"g1", "g2"}
+
+
+@pytest.mark.parametrize("stem", ["two-sites-small", "two-gateways"])
+def test_route_tables_match_golden_files(topo, good, stem):
+    # regenerate after a deliberate change: json.dump(route_tables(G).to_dict(), f, indent=1,
+    # sort_keys=True) into tests/data/topology-good/<stem>.tables.json, and review the diff
+    golden = json.loads(good(stem).with_suffix(".tables.json").read_text())
+    assert json.loads(json.dumps(route_tables(topo(stem)).to_dict())) == golden
