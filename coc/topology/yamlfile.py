@@ -25,16 +25,22 @@ class _LineLoader(_Base):
     def construct_mapping(self, node, deep=False):
         mapping = Mapping()
         mapping.line = node.start_mark.line + 1
-        self.flatten_mapping(node)
-        for key_node, value_node in node.value:
+        own = sum(1 for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge")
+        self.flatten_mapping(node)  # puts the keys merged in by `<<: *anchor` first
+        merged = len(node.value) - own
+        written = set()  # keys written in this mapping itself: only these may not repeat
+        for i, (key_node, value_node) in enumerate(node.value):
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
             if not isinstance(key, (str, int, float, bool)) and key is not None:
                 raise TopologyError(f"a key must be a plain value, not {type(key).__name__}",
                                     file=self.coc_file, line=line)
-            if key in mapping:
-                raise TopologyError(f"duplicate key {key!r} (first given on line "
-                                    f"{mapping.lines[key]})", file=self.coc_file, line=line)
+            if i >= merged:
+                if key in written:
+                    raise TopologyError(f"duplicate key {key!r} (first given on line "
+                                        f"{mapping.lines[key]})", file=self.coc_file,
+                                        line=line)
+                written.add(key)
             mapping[key] = self.construct_object(value_node, deep=deep)
             mapping.lines[key] = line
         return mapping

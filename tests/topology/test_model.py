@@ -148,3 +148,14 @@ def test_show_route_draws_the_route(small):
     assert str(view).splitlines()[-1].startswith("total ")
     svg = view._repr_svg_()
     assert svg.lstrip().startswith(("<?xml", "<svg")) and svg != small._repr_svg_()
+
+
+def test_yaml_anchors_and_merge_keys_may_override():
+    G = loads("""
+networks:
+  a-lan: &lan {technology: ethernet, latency: 20us, bandwidth: 10Gbit/s}
+  b-lan: {<<: *lan, latency: 5us}
+sites:
+  a: {hosts: [{name: g, role: gateway, interfaces: [a-lan, b-lan]}]}
+""")
+    assert (G.nodes["b-lan"]["latency"], G.nodes["b-lan"]["bandwidth"]) == (5e-6, 1.25e9)
