@@ -28,7 +28,7 @@ import numpy as np
 from coc.errors import CocError
 from coc.gateway import GatewayProcess, apply_update, parse_routes
 
-__all__ = ["SIZES", "QUICK_SIZES", "aligned", "iterations", "chain_tables", "run_coc",
+__all__ = ["SIZES", "QUICK_SIZES", "aligned", "iterations", "chain_tables", "tcp_only", "run_coc",
            "run_tcp", "measure", "ratios", "format_report", "register"]
 
 SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20]
@@ -83,7 +83,7 @@ def chain_tables(chain, addresses):
     >>> t[1]
     ({10: 'g'}, {2: [[10, 1]]})
     >>> t[10]
-    ({1: 'a', 2: 'b'}, {2: [[2, 1]], 1: [[1, 1]]})
+    ({2: 'b', 1: 'a'}, {2: [[2, 1]], 1: [[1, 1]]})
     """
     tables = {}
     for i, node in enumerate(chain):
@@ -106,8 +106,23 @@ def _summary(size, half_ns):
             "p99_ns": half_ns[min(n - 1, 99 * n // 100)]}
 
 
-def run_coc(gateways, specs, *, prefix=(), options=None, timeout=TIMEOUT):
-    """Ping-pong between two coc endpoints through ``gateways`` gateway daemons."""
+def tcp_only(address):
+    """Keep only the TCP part of an engine address (drop same-host transports).
+
+    Examples
+    --------
+    >>> tcp_only("tcp://127.0.0.1:4000 unix:@coc/1.2")
+    'tcp://127.0.0.1:4000'
+    """
+    return " ".join(a for a in address.split() if a.startswith("tcp://"))
+
+
+def run_coc(gateways, specs, *, prefix=(), options=None, transport="tcp", timeout=TIMEOUT):
+    """Ping-pong between two coc endpoints through ``gateways`` gateway daemons.
+
+    ``transport="tcp"`` hands peers only TCP addresses, as the references use; ``"any"``
+    lets the engine take its same-host path.
+    """
     secret = os.urandom(32)
     base = {"secret": secret, "listen_host": "127.0.0.1", "options": options or {}}
     procs = {}
@@ -121,7 +136,8 @@ def run_coc(gateways, specs, *, prefix=(), options=None, timeout=TIMEOUT):
             procs[node] = GatewayProcess({**base, "self_id": node}, prefix=prefix,
                                          timeout=timeout)
         chain = [CLIENT, *gw_ids, ECHO]
-        tables = chain_tables(chain, {n: p.address for n, p in procs.items()})
+        pick = tcp_only if transport == "tcp" else str
+        tables = chain_tables(chain, {n: pick(p.address) for n, p in procs.items()})
         for node in reversed(chain):  # the client last: its update runs the measurement
             peers, routes = tables[node]
             reply = procs[node].request({"peers": {str(k): v for k, v in peers.items()},
@@ -193,7 +209,8 @@ _RUNNERS = {"tcp": (run_tcp, 0), "relay1": (run_tcp, 1), "relay2": (run_tcp, 2),
             "coc": (run_coc, 0), "gw1": (run_coc, 1), "gw2": (run_coc, 2)}
 
 
-def measure(sizes, *, pin=False, quick=False, repeat=1, options=None, progress=None):
+def measure(sizes, *, pin=False, quick=False, repeat=1, options=None, transport="tcp",
+            progress=None):
     """Run every path ``repeat`` times, interleaved, and return per-path median results."""
     specs = [[s, iterations(s, quick)] for s in sizes]
     prefix = ("taskset", "-c", "0") if pin else ()
@@ -203,7 +220,7 @@ def measure(sizes, *, pin=False, quick=False, repeat=1, options=None, progress=N
             if progress:
                 progress(f"run {rep + 1}/{repeat}: {key}{' (pinned)' if pin else ''}")
             runner, hops = _RUNNERS[key]
-            kwargs = {"options": options} if runner is run_coc else {}
+            kwargs = {"options": options, "transport": transport} if runner is run_coc else {}
             runs[key].append(runner(hops, specs, prefix=prefix, **kwargs))
     return {key: [{"size": rows[0]["size"], "iters": rows[0]["iters"],
                    "median_ns": statistics.median(r["median_ns"] for r in rows),
@@ -251,7 +268,7 @@ def format_report(results, title):
         lines.append(f"{_size_text(size):>8} " + " ".join(f"{c:>16}" for c in cells))
     lines += ["", "ping-pong bandwidth, size / median half round trip (MB/s)", head]
     for i, size in enumerate(sizes):
-        if size:
+        if size >= 4096:
             cells = (f"{size / results[k][i]['median_ns'] * 1e3:.0f}" for k, _ in PATHS)
             lines.append(f"{_size_text(size):>8} " + " ".join(f"{c:>16}" for c in cells))
     lines += ["", "ratios (issue 3 targets)"]
@@ -263,21 +280,21 @@ def format_report(results, title):
 
 def _bench(args):
     """Run ``coc bench engine``."""
-    sizes = QUICK_SIZES if args.quick else SIZES
+    sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
     options = {k: v for k, v in (("eager_limit", args.eager_limit),
                                  ("fragment_size", args.fragment_size),
                                  ("forward_window", args.forward_window),
                                  ("spin_ns", args.spin_ns)) if v}
     modes = {"no": [False], "yes": [True], "both": [False, True]}[args.pin]
     report = {"command": " ".join(sys.argv), "cpus": os.cpu_count(), "repeat": args.repeat,
-              "options": options, "runs": {}}
+              "options": options, "transport": args.transport, "runs": {}}
     for pin in modes:
         label = "pinned to CPU 0" if pin else "unpinned"
         results = measure(sizes, pin=pin, quick=args.quick, repeat=args.repeat,
-                          options=options,
+                          options=options, transport=args.transport,
                           progress=lambda msg: print(msg, file=sys.stderr, flush=True))
-        print(format_report(results, f"coc bench engine, {label}, median of {args.repeat} "
-                                     f"run(s)"))
+        print(format_report(results, f"coc bench engine, {label}, coc over {args.transport}, "
+                                     f"median of {args.repeat} run(s)"))
         print()
         report["runs"][label] = {"results": results, "ratios": [
             dict(zip(("ratio", "value", "comparison", "target", "met"), r))
@@ -285,6 +302,14 @@ def _bench(args):
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     return 0
+
+
+def _sizes(text):
+    """Parse ``--sizes`` ("8,4096,1048576")."""
+    sizes = [int(v) for v in text.split(",")]
+    if any(not 0 <= v <= 4 << 20 for v in sizes):
+        raise ValueError("sizes must be 0 ... 4 MiB")
+    return sizes
 
 
 def register(patterns):
@@ -295,9 +320,14 @@ def register(patterns):
     p.add_argument("--pin", nargs="?", const="yes", default="no", choices=["no", "yes", "both"],
                    help="run every process with taskset -c 0 (yes), or both ways (both)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and round trips")
+    p.add_argument("--sizes", type=_sizes, metavar="N,N,...",
+                   help="message sizes in bytes (default 0 B ... 4 MiB)")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run every path N times, interleaved, and report medians")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--transport", choices=["tcp", "any"], default="tcp",
+                   help="coc endpoints reach each other over TCP like the references (tcp), "
+                        "or may use the engine's same-host path (any)")
     for knob in ("eager-limit", "fragment-size", "forward-window"):
         p.add_argument(f"--{knob}", type=int, default=0, metavar="BYTES",
                        help=f"engine {knob.replace('-', ' ')} (0: engine default)")
