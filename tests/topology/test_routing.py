@@ -191,6 +191,8 @@ def test_host_table_is_what_an_engine_needs(topo):
     assert tables.host_table("a-gw")["small"]["b-gw"] == [("b-gw", 1.0)]
     assert json.loads(json.dumps(tables.to_dict()))["size_classes"] == {"small": 0,
                                                                        "large": 1 << 20}
+    with pytest.raises(TopologyError, match="unknown host 'zz'"):
+        tables.next_hops("a1", "zz")
 
 
 def synthetic(n_sites, n_hosts):
