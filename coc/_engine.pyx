@@ -339,7 +339,7 @@ cdef class Engine:
                  handshake_timeout_ms=0, spin_ns=0):
         cdef c.coc_engine_config cfg
         cdef c.coc_engine *e = NULL
-        cdef const unsigned char[::1] key = bytes(secret)
+        cdef const unsigned char[::1] key = bytes(memoryview(secret))  # bytes-like only
         cdef bytes host = None if listen_host is None else listen_host.encode()
         cdef int rc
         if not c.COC_SECRET_MIN <= key.shape[0] <= c.COC_SECRET_MAX:

@@ -20,6 +20,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -126,15 +127,16 @@ def run_coc(gateways, specs, *, prefix=(), options=None, transport="tcp", timeou
     secret = os.urandom(32)
     base = {"secret": secret, "listen_host": "127.0.0.1", "options": options or {}}
     procs = {}
+    log = tempfile.TemporaryFile()  # the daemons' stderr, shown only when something fails
     try:
         for node, role in ((ECHO, "echo"), (CLIENT, "client")):
             procs[node] = GatewayProcess({**base, "self_id": node, "role": role,
                                           "specs": specs}, module=__name__, prefix=prefix,
-                                         timeout=timeout)
+                                         timeout=timeout, stderr=log)
         gw_ids = [FIRST_GATEWAY + i for i in range(gateways)]
         for node in gw_ids:
             procs[node] = GatewayProcess({**base, "self_id": node}, prefix=prefix,
-                                         timeout=timeout)
+                                         timeout=timeout, stderr=log)
         chain = [CLIENT, *gw_ids, ECHO]
         pick = tcp_only if transport == "tcp" else str
         tables = chain_tables(chain, {n: pick(p.address) for n, p in procs.items()})
@@ -146,9 +148,14 @@ def run_coc(gateways, specs, *, prefix=(), options=None, transport="tcp", timeou
         for p in procs.values():
             p.stop()
         return reply["results"]
+    except BaseException:
+        log.seek(0)
+        sys.stderr.write(log.read().decode(errors="replace"))
+        raise
     finally:
         for p in procs.values():
             p.kill()
+        log.close()
 
 
 def native_tools():

@@ -117,6 +117,7 @@ def gateway():
         gw = GatewayProcess({"self_id": self_id, "secret": secret, "peers": peers or {},
                              "routes": routes or {}, "options": options or {}},
                             timeout=TIMEOUT, stderr=log)
+        gw.log = log
         started.append((gw, log))
         return gw
 

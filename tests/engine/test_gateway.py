@@ -142,4 +142,6 @@ def test_stranger_is_rejected_by_the_gateway(open_engine, spawn, gateway):
         req.wait(1.0)
     stats = gw.stop()["stats"]
     assert stats["auth_failures"] >= 1 and stats["frames_forwarded"] == 0
+    gw.log.seek(0)
+    assert b"auth" in gw.log.read().lower(), "the engine's log line did not reach stderr"
     req.cancel()
