@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from coc.errors import TopologyError
 from coc.topology.hostlist import compress, natural_key
 from coc.topology.model import hosts, sites
-from coc.topology.routing import DIRECT, TIE, _Costs
+from coc.topology.routing import DIRECT, _Costs
 from coc.topology.units import parse_size
 
 __all__ = ["HostClass", "RouteTables", "route_tables", "gateways", "gateway_sets",
@@ -129,7 +129,7 @@ class RouteTables:
         }
 
 
-def _table(G, classes, size, tolerance):
+def _table(G, classes, size):
     """Compute the entries of one size class."""
     costs = _Costs(G, size)
     searches = {}
@@ -139,13 +139,13 @@ def _table(G, classes, size, tolerance):
     table = []
     for c in classes:
         if c.networks not in searches:
-            searches[c.networks] = costs.search(c.networks, tolerance)
+            searches[c.networks] = costs.search(c.networks)
         found = searches[c.networks]
         entry = {"sites": {}, "classes": {}}
         for site, members in by_site.items():
             hops = []
             for t in members:
-                arrival = costs.arrive(found, classes[t].networks, tolerance)
+                arrival = costs.arrive(found, classes[t].networks)
                 if arrival is None:
                     raise TopologyError(f"host {c.hosts[0]!r} cannot reach host "
                                         f"{classes[t].hosts[0]!r}", file=G.graph.get("file"))
@@ -162,8 +162,11 @@ def _table(G, classes, size, tolerance):
     return table
 
 
-def route_tables(G, size_classes=(0, LARGE_MESSAGE), tolerance=TIE):
+def route_tables(G, size_classes=(0, LARGE_MESSAGE)):
     """Compute the route tables of ``G`` for each message size class.
+
+    Routes whose costs are equal (up to rounding: 1e-12 relative) share the load: their
+    first hops get weights in proportion to the bottleneck bandwidth of their route.
 
     Parameters
     ----------
@@ -171,10 +174,6 @@ def route_tables(G, size_classes=(0, LARGE_MESSAGE), tolerance=TIE):
     size_classes : sequence of int or str, default (0, 1 MiB)
         The message size each table is computed for; a message uses the table of the
         largest size class not above its size.
-    tolerance : float, default 1e-12
-        Paths whose costs differ by less than this relative amount count as equal (it
-        absorbs rounding); the first hops of equal paths share the load in proportion to
-        the bottleneck bandwidth of their path.
 
     Returns
     -------
@@ -196,7 +195,7 @@ def route_tables(G, size_classes=(0, LARGE_MESSAGE), tolerance=TIE):
         raise TopologyError(f"size classes must be increasing sizes, not {size_classes!r}")
     labels = ("small", "large") if len(sizes) == 2 else tuple(str(s) for s in sizes)
     classes = _classes(G)
-    entries = [_table(G, classes, size, tolerance) for size in sizes]
+    entries = [_table(G, classes, size) for size in sizes]
     return RouteTables(sizes, labels, classes, entries)
 
 
@@ -219,7 +218,7 @@ def _site_gateways(G, tables, site_a, site_b, size):
                                               key=lambda e: (-e[1], natural_key(e[0])))]
 
 
-def gateways(G, site_a, site_b, size=0, tolerance=TIE):
+def gateways(G, site_a, site_b, size=0):
     """Return the gateway set from ``site_a`` toward ``site_b``: ``[(gateway, weight), ...]``.
 
     The gateways are the first hops of the cheapest routes from the hosts of ``site_a``
@@ -237,11 +236,11 @@ def gateways(G, site_a, site_b, size=0, tolerance=TIE):
     for site in (site_a, site_b):
         if site not in sites(G):
             raise TopologyError(f"unknown site {site!r}", file=G.graph.get("file"), name=site)
-    tables = route_tables(G, size_classes=(parse_size(size),), tolerance=tolerance)
+    tables = route_tables(G, size_classes=(parse_size(size),))
     return _site_gateways(G, tables, site_a, site_b, size)
 
 
-def gateway_sets(G, size=0, tolerance=TIE):
+def gateway_sets(G, size=0):
     """Return ``{(site_a, site_b): gateways(G, site_a, site_b)}`` for every ordered pair.
 
     Examples
@@ -250,6 +249,6 @@ def gateway_sets(G, size=0, tolerance=TIE):
     >>> gateway_sets(load("two-sites"))[("b", "a")]
     [('b-gw', 1.0)]
     """
-    tables = route_tables(G, size_classes=(parse_size(size),), tolerance=tolerance)
+    tables = route_tables(G, size_classes=(parse_size(size),))
     return {(a, b): _site_gateways(G, tables, a, b, size)
             for a in sites(G) for b in sites(G) if a != b}
