@@ -232,6 +232,17 @@ static void close_fds(coc_engine *e)
             close(*fds[i]);
 }
 
+/* Release the fds, locks and memory of an engine whose thread is not running. */
+static void engine_free(coc_engine *e)
+{
+    close_fds(e);
+    pthread_mutex_destroy(&e->plock);
+    pthread_mutex_destroy(&e->lock);
+    pthread_mutex_destroy(&e->spin_lock);
+    pthread_cond_destroy(&e->cond);
+    free(e);
+}
+
 int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
 {
     if (!cfg || !out || !cfg->secret || cfg->secret_len < COC_SECRET_MIN ||
@@ -274,12 +285,7 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
     if (rc >= 0)
         rc = -pthread_create(&e->thread, NULL, progress_main, e);
     if (rc < 0) {
-        close_fds(e);
-        pthread_mutex_destroy(&e->plock);
-        pthread_mutex_destroy(&e->lock);
-        pthread_mutex_destroy(&e->spin_lock);
-        pthread_cond_destroy(&e->cond);
-        free(e);
+        engine_free(e);
         return rc;
     }
     *out = e;
@@ -358,12 +364,7 @@ int coc_engine_close(coc_engine *e)
     coc__map_free(&e->dests, free_peer);
     free(e->rdv);
     free(e->rdv_gen);
-    close_fds(e);
-    pthread_mutex_destroy(&e->plock);
-    pthread_mutex_destroy(&e->lock);
-    pthread_mutex_destroy(&e->spin_lock);
-    pthread_cond_destroy(&e->cond);
-    free(e);
+    engine_free(e);
     return 0;
 }
 
@@ -532,6 +533,41 @@ static void poke(coc_engine *e)
     }
 }
 
+/* What a spinning caller waits for: a request done, or a probe that found a message. */
+typedef struct spin_goal {
+    coc_request *r;
+    int32_t source, tag;
+    uint32_t context;
+    coc_status *st;
+} spin_goal;
+
+static int goal_met(coc_engine *e, spin_goal *g)
+{
+    if (g->r) {
+        poke(e);
+        return done(g->r, g->st);
+    }
+    return coc_iprobe(e, g->source, g->context, g->tag, g->st);
+}
+
+/* Spin for up to spin_ns (not past deadline), polling the sockets ourselves and yielding
+ * the CPU in between; returns what goal_met last said (> 0: met, < 0: error). */
+static int spin(coc_engine *e, uint64_t start, uint64_t deadline, spin_goal *g)
+{
+    uint64_t until = start + (uint64_t)(e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0);
+    int rc = 0;
+    if (start >= until || start >= deadline)
+        return 0;
+    spinning(e, 1);
+    for (uint64_t now = start; now < until && now < deadline && !rc; now = coc__now_ns()) {
+        rc = goal_met(e, g);
+        if (!rc)
+            sched_yield(); /* a peer sharing this CPU gets to run (pinned runs, busy machines) */
+    }
+    spinning(e, 0);
+    return rc;
+}
+
 int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
 {
     if (!r)
@@ -541,20 +577,9 @@ int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
         return 0;
     uint64_t start = coc__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
-    uint64_t spin_until = start + (uint64_t)(e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0);
-    if (start < spin_until && start < deadline) {
-        int got = 0;
-        spinning(e, 1);
-        for (uint64_t now = start; now < spin_until && now < deadline && !got; now = coc__now_ns()) {
-            poke(e);
-            got = done(r, st);
-            if (!got)
-                sched_yield(); /* a peer sharing this CPU gets to run (pinned runs, busy machines) */
-        }
-        spinning(e, 0);
-        if (got)
-            return 0;
-    }
+    spin_goal g = {.r = r, .st = st};
+    if (spin(e, start, deadline, &g))
+        return 0;
     for (;;) {
         if (done(r, st))
             return 0;
@@ -636,19 +661,10 @@ int coc_probe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, int6
         return COC_EINVAL;
     uint64_t start = coc__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
-    uint64_t spin_until = start + (uint64_t)(e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0);
-    if (start < spin_until && start < deadline) {
-        int rc = 0;
-        spinning(e, 1);
-        for (uint64_t now = start; now < spin_until && now < deadline && !rc; now = coc__now_ns()) {
-            rc = coc_iprobe(e, source, context, tag, st);
-            if (!rc)
-                sched_yield();
-        }
-        spinning(e, 0);
-        if (rc)
-            return rc;
-    }
+    spin_goal g = {.source = source, .context = context, .tag = tag, .st = st};
+    int found = spin(e, start, deadline, &g);
+    if (found)
+        return found;
     pthread_mutex_lock(&e->lock);
     int rc;
     e->probe_waiters++;

@@ -77,17 +77,24 @@ static socklen_t unix_addr(struct sockaddr_un *sa, const char *name)
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-int coc__sock_listen_unix(const char *name)
+/* A non-blocking unix stream socket and the abstract address `name`. */
+static int unix_socket(const char *name, struct sockaddr_un *sa, socklen_t *sl)
 {
-    struct sockaddr_un sa;
-    socklen_t sl = unix_addr(&sa, name);
-    if (!sl)
+    if (!(*sl = unix_addr(sa, name)))
         return -ENAMETOOLONG;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
     tune(fd, 0);
-    if (bind(fd, (struct sockaddr *)&sa, sl) < 0 || listen(fd, 128) < 0)
+    return fd;
+}
+
+int coc__sock_listen_unix(const char *name)
+{
+    struct sockaddr_un sa;
+    socklen_t sl;
+    int fd = unix_socket(name, &sa, &sl);
+    if (fd >= 0 && (bind(fd, (struct sockaddr *)&sa, sl) < 0 || listen(fd, 128) < 0))
         return fail(fd);
     return fd;
 }
@@ -114,14 +121,9 @@ int coc__sock_connect_tcp(const char *ip, uint16_t port)
 int coc__sock_connect_unix(const char *name)
 {
     struct sockaddr_un sa;
-    socklen_t sl = unix_addr(&sa, name);
-    if (!sl)
-        return -ENAMETOOLONG;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    tune(fd, 0);
-    return connect_any(fd, (struct sockaddr *)&sa, sl);
+    socklen_t sl;
+    int fd = unix_socket(name, &sa, &sl);
+    return fd < 0 ? fd : connect_any(fd, (struct sockaddr *)&sa, sl);
 }
 
 int coc__sock_accept(int lfd, int *reserve)
