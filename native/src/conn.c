@@ -117,14 +117,16 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
     coc__hello_encode(&c->mine, c->hs_out);
     c->hs_len = COC__HELLO_LEN;
     c->events = COC__POLL_IN | COC__POLL_OUT;
+    /* published before the poller may report it, so the first event finds it */
+    __atomic_store_n(&e->conns[slot], c, __ATOMIC_RELEASE);
     if (coc__poll_add(e->pfd, fd, c->events, c->key) < 0) {
+        __atomic_store_n(&e->conns[slot], NULL, __ATOMIC_RELEASE);
         free(rbuf);
         free(c);
         close(fd);
         return NULL;
     }
     e->nhandshaking++;
-    __atomic_store_n(&e->conns[slot], c, __ATOMIC_RELEASE);
     return c;
 }
 
@@ -394,9 +396,11 @@ int coc__conn_parse(coc__conn *c)
     }
 }
 
+#define READS_PER_EVENT 32 /* then let other connections have their turn */
+
 static int conn_read(coc__conn *c)
 {
-    for (;;) {
+    for (int round = 0; round < READS_PER_EVENT; round++) {
         if (c->rstate == COC__RX_PAUSED || c->state == COC__CS_DEAD)
             return 0;
         uint8_t *dst = NULL;
@@ -436,6 +440,7 @@ static int conn_read(coc__conn *c)
         if ((size_t)n < want)
             return 0;
     }
+    return 0; /* more to read: level-triggered polling reports it again */
 }
 
 void coc__conn_event(coc_engine *e, coc__conn *c, unsigned events)

@@ -77,6 +77,11 @@ void coc__complete(coc_engine *e, coc_request *r, int error)
     r->phase = COC__FINISHED;
     if (atomic_exchange(&r->state, COC__REQ_DONE) == COC__REQ_SLEEPER)
         futex_wake(&r->state);
+    coc__notify(e);
+}
+
+void coc__notify(coc_engine *e)
+{
     if (!atomic_exchange(&e->notified, 1)) {
         uint64_t one = 1;
         if (write(e->nfd, &one, sizeof one) < 0) { /* full counter: already readable */

@@ -37,7 +37,7 @@
 #define COC__DEFAULT_HANDSHAKE_MS 10000
 #define COC__LOG_LINES 64
 #define COC__LOG_LINE 200
-#define COC__CLOSE_LINGER_NS 2000000000LL /* close waits this long for queued frames to leave */
+#define COC__CLOSE_LINGER_NS 5000000000LL /* close waits this long for queued frames to leave */
 
 /* Keys registered with the poller that are not connections. */
 #define COC__KEY_WAKE 1
@@ -214,6 +214,7 @@ uint64_t coc__now_ns(void);
 void coc__log(coc_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void coc__complete(coc_engine *e, coc_request *r, int error); /* under lock */
 void coc__wake(coc_engine *e);                                /* poke the progress thread */
+void coc__notify(coc_engine *e);                              /* make coc_engine_fd readable */
 int coc__progress(coc_engine *e, int timeout_ms);             /* under plock */
 
 /* conn.c (send side under lock; receive side under plock) */

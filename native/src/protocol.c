@@ -436,6 +436,7 @@ void coc__lost_conn(coc_engine *e, coc__conn *c)
     if (crashed) {
         e->stats.peers_lost++;
         coc__log(e, "%s lost: %s (%s)", c->name, c->why ? c->why : "closed", coc_strerror(c->err));
+        coc__notify(e);
     }
     for (coc_request *r = e->reqs; r; r = r->next) {
         if (atomic_load(&r->state) == COC__REQ_DONE)
@@ -465,6 +466,7 @@ void coc__lost_id(coc_engine *e, uint32_t id, int error)
         return;
     e->stats.peers_lost++;
     coc__log(e, "endpoint %u unreachable (%s, reported by a gateway)", id, coc_strerror(error));
+    coc__notify(e);
     for (coc_request *r = e->reqs; r; r = r->next) {
         if (atomic_load(&r->state) == COC__REQ_DONE)
             continue;

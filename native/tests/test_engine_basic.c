@@ -1,5 +1,6 @@
 /* test_engine_basic.c — two engines in one process: eager and rendezvous, wildcards,
  * ordering, truncation, probe, cancel, over TCP loopback and over unix sockets. */
+#include <poll.h>
 #include <stdlib.h>
 
 #include "engines.h"
@@ -96,6 +97,23 @@ static void pair_roundtrip(int tcp_only)
     coc_request_free(r);
     coc_request_free(s);
     coc_request_free(s2);
+
+    /* iprobe reports an eager message's size; the pollable fd fires on completion */
+    CHECK_RC(coc_engine_drain_fd(b));
+    struct pollfd pfd = {coc_engine_fd(b), POLLIN, 0};
+    CHECK(poll(&pfd, 1, 0) == 0);
+    CHECK_RC(coc_isend(a, 2, 9, 6, src, 777, &s));
+    CHECK(coc_probe(b, 1, 9, 6, 5 * T_SECOND, &st) == 1 && st.count == 777 && st.tag == 6 && st.source == 1);
+    CHECK(coc_iprobe(b, 1, 9, 6, &st) == 1 && st.count == 777);
+    CHECK_RC(coc_irecv(b, 1, 9, 6, dst, 1000, &r));
+    CHECK(poll(&pfd, 1, 5000) == 1);
+    CHECK_RC(coc_engine_drain_fd(b));
+    CHECK(poll(&pfd, 1, 0) == 0);
+    st = t_wait(r);
+    CHECK(st.error == 0 && st.count == 777 && memcmp(dst, src, 777) == 0);
+    CHECK(coc_probe(b, 1, 9, 6, 1000000, &st) == COC_ETIMEDOUT);
+    coc_request_free(r);
+    coc_request_free(s);
 
     /* cancel and a timed-out wait */
     CHECK_RC(coc_irecv(b, 1, 0, 99, &v, sizeof v, &r));

@@ -109,8 +109,12 @@ int coc_engine_close(coc_engine *e);
 
 /*
  * Write the engine's contact addresses as one NUL-terminated string into buf (space
- * separated, e.g. "tcp://127.0.0.1:40123 unix:@coc-3f2a-7"). The caller hands it to peers
- * via coc_engine_add_peer(). Returns the string length, or -ENOSPC if buf is too small.
+ * separated, e.g. "tcp://127.0.0.1:40123 unix:@coc/ea13a3f2.4026531833/4242.0"). The
+ * caller hands it to peers via coc_engine_add_peer(). Returns the string length, or
+ * -ENOSPC if buf is too small. The TCP entry names listen_host as given (IPv4 only): with
+ * a wildcard ("0.0.0.0") peers on other hosts need a concrete address instead. The unix
+ * entry is used only by peers on the same host and network namespace
+ * (docs/wire-protocol.md).
  */
 int coc_engine_address(coc_engine *e, char *buf, size_t len);
 
