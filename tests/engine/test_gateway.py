@@ -145,3 +145,24 @@ def test_stranger_is_rejected_by_the_gateway(open_engine, spawn, gateway):
     gw.log.seek(0)
     assert b"auth" in gw.log.read().lower(), "the engine's log line did not reach stderr"
     req.cancel()
+
+
+def test_gateway_dying_mid_message_raises_peer_lost(open_engine, spawn, gateway):
+    size = 512 << 20
+    me = open_engine(1)
+    child = spawn(2, "send_tagged", dest=1, items=[(0, b"s" * size)])
+    gw = gateway(10, peers={1: me.address, 2: child.address}, routes={1: [[1, 1]], 2: [[2, 1]]})
+    me.add_peer(10, gw.address)
+    me.set_route(2, [10])
+    buf = np.empty(size, dtype=np.uint8)
+    req = me.irecv(buf, 2)
+    child.connect({10: gw.address}, {1: [10]})
+    deadline = time.monotonic() + TIMEOUT
+    while gw.stats()["bytes_forwarded"] < 1 << 20:  # the payload is on its way
+        assert time.monotonic() < deadline, "nothing was forwarded"
+        time.sleep(0.005)
+    gw.proc.kill()
+    with pytest.raises(errors.PeerLost):
+        req.wait(TIMEOUT)
+    with pytest.raises(AssertionError, match="PeerLost"):
+        child.result()  # the sender learns it too
