@@ -152,9 +152,69 @@ static void shared_load(void)
     coc_engine_close(g[1]);
 }
 
+/* Sources 1..3 stream big and small messages at once through gateway 10 (small window,
+ * small fragments) to 5, which receives them out of sending order across sources. */
+static void concurrent_streams(void)
+{
+    enum { NSRC = 3, PER = 6 };
+    const size_t big = 2u << 20;
+    coc_engine *dst = t_open(5, 0, 1, 0, 0, 0);
+    coc_engine *g = t_open(10, COC_ENGINE_FORWARD, 1, 0, 0, 128u << 10);
+    coc_engine *src[NSRC];
+    static uint8_t *out[NSRC][PER], *in[NSRC][PER];
+    coc_request *s[NSRC][PER], *r[NSRC][PER];
+    t_know(g, 5, dst, 1);
+    t_know(dst, 10, g, 1);
+    t_route(g, 5, 5);
+    for (int i = 0; i < NSRC; i++) {
+        uint32_t id = (uint32_t)i + 1;
+        src[i] = t_open(id, 0, 1, 0, 32u << 10, 0); /* 32 KiB fragments: many frames */
+        t_know(src[i], 10, g, 1);
+        t_route(src[i], 5, 10);
+        t_route(g, id, id);
+        t_route(dst, id, 10);
+    }
+    /* receives posted in reverse source order, so matching cannot rely on arrival order */
+    for (int i = NSRC - 1; i >= 0; i--)
+        for (int m = 0; m < PER; m++) {
+            size_t n = m % 2 ? big : 1000;
+            in[i][m] = calloc(1, n);
+            CHECK_RC(coc_irecv(dst, i + 1, 0, m, in[i][m], n, &r[i][m]));
+        }
+    for (int m = 0; m < PER; m++)
+        for (int i = 0; i < NSRC; i++) {
+            size_t n = m % 2 ? big : 1000;
+            out[i][m] = malloc(n);
+            for (size_t k = 0; k < n; k++)
+                out[i][m][k] = (uint8_t)(k * (i + 3) + m);
+            CHECK_RC(coc_isend(src[i], 5, 0, m, out[i][m], n, &s[i][m]));
+        }
+    for (int i = 0; i < NSRC; i++)
+        for (int m = 0; m < PER; m++) {
+            size_t n = m % 2 ? big : 1000;
+            coc_status st = t_wait(r[i][m]);
+            CHECK(st.error == 0 && st.count == n && st.source == i + 1 && st.tag == m);
+            CHECK(memcmp(in[i][m], out[i][m], n) == 0);
+            CHECK(t_wait(s[i][m]).error == 0);
+            coc_request_free(r[i][m]);
+            coc_request_free(s[i][m]);
+            free(in[i][m]);
+            free(out[i][m]);
+        }
+    coc_stats sg;
+    coc_engine_stats(g, &sg);
+    CHECK(sg.forward_bytes_buffered == 0);
+    CHECK(sg.forward_bytes_buffered_max <= (128u << 10) + NSRC * ((32u << 10) + 64));
+    for (int i = 0; i < NSRC; i++)
+        coc_engine_close(src[i]);
+    coc_engine_close(dst);
+    coc_engine_close(g);
+}
+
 int main(void)
 {
     one_and_two_hops();
     shared_load();
+    concurrent_streams();
     CHECK_DONE();
 }
