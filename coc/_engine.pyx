@@ -158,6 +158,7 @@ cdef class Request:
     cdef int _error         # the operation's own error once complete
     cdef Status _result     # set once complete
     cdef Py_ssize_t _size   # bytes of the buffer
+    cdef int _waiters       # threads inside coc_wait on this request (GIL released)
 
     def __cinit__(self):
         self._r = NULL
@@ -179,11 +180,15 @@ cdef class Request:
         """Record the outcome, free the C request, release the buffer, leave the engine."""
         self._result = _status(st)
         self._error = st.error
-        if self._r != NULL:
-            c.coc_request_free(self._r)
-            self._r = NULL
+        self._free()
         self._release()
         self._engine._pending.discard(self)
+
+    cdef void _free(self):
+        """Free the C request of a completed request once no thread waits inside it."""
+        if self._r != NULL and self._waiters == 0:
+            c.coc_request_free(self._r)
+            self._r = NULL
 
     cdef void _orphan(self, int error):
         """Forget the C request freed by the engine's close; complete with ``error``."""
@@ -263,13 +268,18 @@ cdef class Request:
         while True:
             ns = _slice_ns(deadline)
             self._engine._enter()
-            r = self._r
-            if r == NULL:  # orphaned by close() from another thread
+            if self._result is not None:  # completed meanwhile in another thread
                 self._engine._busy -= 1
                 return self._outcome()
+            r = self._r
+            self._waiters += 1
             with nogil:
                 rc = c.coc_wait(r, ns, &st)
+            self._waiters -= 1
             self._engine._busy -= 1
+            if self._result is not None:  # another thread recorded it first
+                self._free()
+                return self._outcome()
             if rc == 0:
                 self._finish(&st)
                 return self._outcome()

@@ -4,6 +4,7 @@ import gc
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -299,3 +300,30 @@ def test_ctrl_c_interrupts_a_blocked_wait(spawn):
     os.kill(child.proc.pid, signal.SIGINT)
     stopped = child.result(timeout=10)
     assert stopped is not None and stopped - sent < 1.0
+
+
+def test_threads_waiting_on_one_request_all_see_it_complete(echo_pair):
+    me, child = echo_pair(1)
+    out = bytearray(64)
+    req = me.irecv(out, 2)
+    with ThreadPoolExecutor(4) as pool:
+        waits = [pool.submit(req.wait, TIMEOUT) for _ in range(4)]
+        time.sleep(0.1)  # all four inside the wait
+        me.isend(b"w" * 64, 2).wait(TIMEOUT)
+        statuses = [w.result(TIMEOUT) for w in waits]
+    assert all(st == statuses[0] and st.count == 64 for st in statuses)
+    assert out == b"w" * 64
+    assert child.result() == 1
+
+
+def test_close_from_another_thread_ends_a_wait(open_engine):
+    me = open_engine(1)
+    req = me.irecv(bytearray(8))
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(req.wait, TIMEOUT)
+        time.sleep(0.1)
+        t0 = time.monotonic()
+        me.close()
+        with pytest.raises(errors.ClosedError):
+            waiting.result(TIMEOUT)
+    assert time.monotonic() - t0 < 2
