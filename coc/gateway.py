@@ -326,7 +326,7 @@ def main(argv=None):
         eng = _engine.Engine(**cfg["engine"])
     except _Stop:
         return 0
-    except (ValueError, OSError, CocError) as exc:
+    except (ValueError, TypeError, OSError, CocError) as exc:
         log.error("%s", exc)
         _reply({"error": str(exc)})
         return 2
@@ -338,7 +338,7 @@ def main(argv=None):
             reason = serve(eng, 0, cfg["log_interval"])
         except _Stop as stop:
             reason = str(stop)
-        except (ValueError, OSError, CocError) as exc:
+        except (ValueError, TypeError, OSError, CocError) as exc:
             log.error("%s", exc)
             _reply({"error": str(exc)})
             return 2

@@ -29,8 +29,8 @@ import numpy as np
 from coc.errors import CocError
 from coc.gateway import GatewayProcess, apply_update, parse_routes
 
-__all__ = ["SIZES", "QUICK_SIZES", "aligned", "iterations", "chain_tables", "tcp_only", "run_coc",
-           "run_tcp", "measure", "ratios", "format_report", "register"]
+__all__ = ["SIZES", "QUICK_SIZES", "aligned", "iterations", "chain_tables", "tcp_only",
+           "run_coc", "run_tcp", "measure", "ratios", "format_report", "register"]
 
 SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20]
 QUICK_SIZES = [0, 8, 4096, 65536, 1 << 20, 4 << 20]
