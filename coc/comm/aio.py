@@ -1,0 +1,64 @@
+"""asyncio without threads: requests awaited through the engine's pollable fd.
+
+The engine makes an fd readable whenever one of its requests completes. One watcher per
+event loop and engine listens with ``loop.add_reader``, drains the fd and advances the
+requests awaited on that loop; a request done advances its future. ``await request``,
+``await comm.arecv()`` and ``await comm.asend(obj, dest)`` all go through :func:`wait`.
+"""
+
+import asyncio
+
+__all__ = ["wait", "gather"]
+
+_watchers = {}
+
+
+class _Watcher:
+    """Waits on one engine's fd in one event loop for the requests awaited there."""
+
+    def __init__(self, loop, engine):
+        self.loop, self.engine, self.fd = loop, engine, engine.fileno()
+        self.waiting = []                 # (request, future, status)
+        loop.add_reader(self.fd, self.readable)
+
+    def readable(self):
+        self.engine.drain()
+        self.check()
+
+    def check(self):
+        """Advance every awaited request; settle the futures of finished ones."""
+        still = []
+        for request, future, status in self.waiting:
+            if future.done():
+                continue
+            if not request._progress():
+                still.append((request, future, status))
+                continue
+            try:
+                future.set_result(request.wait(status))
+            except Exception as exc:  # noqa: BLE001 - delivered to the awaiting task
+                future.set_exception(exc)
+        self.waiting = still
+        if not still:
+            self.loop.remove_reader(self.fd)
+            del _watchers[(self.loop, id(self.engine))]
+
+
+async def wait(request, status=None):
+    """Return the result of ``request`` (as ``request.wait(status)``) without blocking the loop."""
+    if request._progress():
+        return request.wait(status)
+    loop = asyncio.get_running_loop()
+    engine = request._comm._world.engine
+    watcher = _watchers.get((loop, id(engine)))
+    if watcher is None:
+        watcher = _watchers[(loop, id(engine))] = _Watcher(loop, engine)
+    future = loop.create_future()
+    watcher.waiting.append((request, future, status))
+    watcher.check()                 # it may have completed before the reader was added
+    return await future
+
+
+async def gather(*requests):
+    """Return the results of all ``requests`` once every one is complete."""
+    return list(await asyncio.gather(*(wait(r) for r in requests)))

@@ -1,0 +1,112 @@
+"""One collective call's messages, its mismatch checks, and the choice of algorithm.
+
+A :class:`Call` gives an algorithm ``send(value, dest)`` and ``recv(source, into=None)``
+on the communicator's collective contexts with a tag unique to this call (every rank
+numbers its collective calls on a communicator alike). The same algorithm code then serves
+the object forms (values are Python objects, pickled) and the buffer forms (values are
+NumPy arrays sent and received in place).
+
+Cheap mismatch checks: an object message carries the name of the collective and its root,
+and a buffer message must have exactly the expected size; a rank that disagrees gets a
+:class:`CollectiveMismatchError` naming both sides.
+"""
+
+import os
+
+import numpy as np
+
+from coc.comm import transport
+from coc.comm.buffers import contiguous
+from coc.errors import CocError, TruncationError
+
+__all__ = ["Call", "CollectiveMismatchError", "set_collective_algorithm",
+           "collective_algorithm", "use_topology"]
+
+_ALGORITHMS = ("auto", "flat", "topology")
+_choice = {"value": os.environ.get("COC_COLLECTIVES", "auto")}
+
+
+class CollectiveMismatchError(CocError, ValueError):
+    """Ranks called different collectives, or with different roots or counts."""
+
+
+def set_collective_algorithm(name):
+    """Choose the collective algorithms: ``"flat"``, ``"topology"`` or ``"auto"`` (default).
+
+    ``"topology"`` uses the multi-level algorithms whenever a communicator spans several
+    sites; ``"auto"`` only when, in addition, some site holds several of its ranks (else
+    there is nothing to save). The environment variable ``COC_COLLECTIVES`` sets the start
+    value. Every rank must choose alike.
+    """
+    if name not in _ALGORITHMS:
+        raise ValueError(f"collective algorithm {name!r}: expected one of {_ALGORITHMS}")
+    _choice["value"] = name
+
+
+def collective_algorithm():
+    """Return the current choice of :func:`set_collective_algorithm`."""
+    return _choice["value"]
+
+
+def use_topology(comm, algorithm=None):
+    """Return True when a collective on ``comm`` should use the multi-level algorithm."""
+    choice = algorithm or _choice["value"]
+    if choice == "flat":
+        return False
+    sites = comm._site_count()
+    if choice == "topology":
+        return sites > 1
+    return 1 < sites < comm.size
+
+
+class Call:
+    """The messages of one collective call on ``comm`` (see the module docstring)."""
+
+    def __init__(self, comm, kind, root=None):
+        self.comm, self.kind, self.root = comm, kind, root
+        self.tag = comm._next_collective_tag()
+        self.sends = []
+
+    def send(self, value, dest):
+        """Start sending ``value`` (object, or NumPy array as a buffer) to rank ``dest``."""
+        if isinstance(value, np.ndarray):
+            self.sends.append(transport.post(self.comm, contiguous(value), dest,
+                                             self.tag, transport.COLL_BUF))
+        else:
+            self.sends.extend(transport.post_obj(self.comm, (self.kind, self.root, value),
+                                                 dest, self.tag, transport.COLL))
+
+    def recv(self, source, into=None):
+        """Receive from rank ``source`` (generator): an object, or into the array ``into``."""
+        comm = self.comm
+        if into is None:
+            (kind, root, value), _ = yield from transport.recv_obj(comm, source, self.tag,
+                                                                  transport.COLL)
+            if (kind, root) != (self.kind, self.root):
+                raise CollectiveMismatchError(
+                    f"{comm.name}: rank {source} called {_call(kind, root)} but rank "
+                    f"{comm.rank} called {_call(self.kind, self.root)}")
+            return value
+        try:
+            (st,) = yield [comm._world.engine.irecv(into, comm._endpoint(source), self.tag,
+                                                    comm._context + transport.COLL_BUF)]
+        except TruncationError as exc:
+            raise self._size_mismatch(source, exc.size, into.nbytes) from None
+        if st.count != into.nbytes:
+            raise self._size_mismatch(source, st.count, into.nbytes)
+        return into
+
+    def _size_mismatch(self, source, got, expected):
+        return CollectiveMismatchError(
+            f"{self.comm.name}: {self.kind}: rank {source} sent {got} bytes but rank "
+            f"{self.comm.rank} expected {expected} (different counts or datatypes?)")
+
+    def finish(self):
+        """Wait for this call's sends (generator)."""
+        if self.sends:
+            yield self.sends
+            self.sends = []
+
+
+def _call(kind, root):
+    return kind if root is None else f"{kind}(root={root})"

@@ -1,0 +1,207 @@
+"""Flat collective algorithms over all ranks of a communicator (generators, see ``base``).
+
+Trees and exchanges that ignore the topology: binomial trees for ``bcast`` and ``reduce``,
+recursive doubling for ``allreduce`` on power-of-two sizes, dissemination for ``barrier``,
+direct exchange for ``gather``/``scatter``/``alltoall`` and the vector forms, a chain for
+``scan``/``exscan``. Each serves object and buffer forms: ``buffer=True`` means the values
+are NumPy arrays received in place.
+"""
+
+import numpy as np
+
+from coc.comm.collectives.base import Call, CollectiveMismatchError
+from coc.comm.transport import parallel
+
+__all__ = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather",
+           "alltoall", "scan", "gatherv", "scatterv", "alltoallv"]
+
+
+def _like(value, buffer):
+    """Return a fresh receive array shaped like ``value`` (buffer forms) or None (objects)."""
+    return np.empty_like(value) if buffer else None
+
+
+def barrier(comm):
+    """Return once every rank has entered (dissemination: log2(size) rounds)."""
+    c = Call(comm, "barrier")
+    token = np.empty(0, np.uint8)
+    dist = 1
+    while dist < comm.size:
+        c.send(token, (comm.rank + dist) % comm.size)
+        yield from c.recv((comm.rank - dist) % comm.size, into=np.empty(0, np.uint8))
+        dist <<= 1
+    yield from c.finish()
+
+
+def bcast(comm, value, root, buffer=False):
+    """Return ``value`` of ``root`` on every rank (binomial tree)."""
+    c = Call(comm, "bcast", root)
+    size, rank = comm.size, comm.rank
+    rel, mask = (rank - root) % size, 1
+    while mask < size:
+        if rel & mask:
+            value = yield from c.recv((rank - mask) % size, into=value if buffer else None)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask:
+        if rel + mask < size:
+            c.send(value, (rank + mask) % size)
+        mask >>= 1
+    yield from c.finish()
+    return value
+
+
+def reduce(comm, value, op, root, buffer=False):
+    """Return ``op`` over every rank's ``value`` at ``root`` (None elsewhere), in rank order."""
+    if not op.commute and root != 0:
+        result = yield from reduce(comm, value, op, 0, buffer)
+        c = Call(comm, "reduce", root)
+        if comm.rank == 0:
+            c.send(result, root)
+        elif comm.rank == root:
+            result = yield from c.recv(0, into=_like(value, buffer))
+        yield from c.finish()
+        return result if comm.rank == root else None
+    c = Call(comm, "reduce", root)
+    size, rank = comm.size, comm.rank
+    rel, mask, acc = (rank - root) % size, 1, value
+    while mask < size:
+        if rel & mask:
+            c.send(acc, (rank - mask) % size)
+            break
+        if rel + mask < size:
+            other = yield from c.recv((rank + mask) % size, into=_like(value, buffer))
+            acc = op(acc, other)
+        mask <<= 1
+    yield from c.finish()
+    return acc if rank == root else None
+
+
+def allreduce(comm, value, op, buffer=False):
+    """Return ``op`` over every rank's ``value`` on every rank."""
+    size, rank = comm.size, comm.rank
+    if size & (size - 1) == 0:               # recursive doubling
+        c = Call(comm, "allreduce")
+        acc, mask = value, 1
+        while mask < size:
+            partner = rank ^ mask
+            c.send(acc, partner)
+            other = yield from c.recv(partner, into=_like(value, buffer))
+            acc = op(other, acc) if partner < rank else op(acc, other)
+            mask <<= 1
+        yield from c.finish()
+        return acc
+    result = yield from reduce(comm, value, op, 0, buffer)
+    if rank != 0:
+        result = _like(value, buffer)
+    return (yield from bcast(comm, result, 0, buffer))
+
+
+def gather(comm, value, root):
+    """Return the list of every rank's ``value`` at ``root`` (None elsewhere)."""
+    c = Call(comm, "gather", root)
+    if comm.rank != root:
+        c.send(value, root)
+        yield from c.finish()
+        return None
+    values = yield from parallel(c.recv(r) for r in range(comm.size) if r != root)
+    values.insert(root, value)
+    return values
+
+
+def _check_length(comm, kind, values):
+    if values is None or len(values) != comm.size:
+        got = "None" if values is None else f"{len(values)} items"
+        raise CollectiveMismatchError(f"{comm.name}: {kind} needs one item per rank "
+                                      f"({comm.size}), got {got}")
+
+
+def scatter(comm, values, root):
+    """Return item ``rank`` of ``root``'s list ``values``."""
+    c = Call(comm, "scatter", root)
+    if comm.rank == root:
+        _check_length(comm, "scatter", values)
+        for r in range(comm.size):
+            if r != root:
+                c.send(values[r], r)
+        yield from c.finish()
+        return values[root]
+    return (yield from c.recv(root))
+
+
+def allgather(comm, value):
+    """Return the list of every rank's ``value`` on every rank."""
+    values = yield from gather(comm, value, 0)
+    return (yield from bcast(comm, values, 0))
+
+
+def alltoall(comm, values):
+    """Return the list whose item ``r`` is item ``rank`` of rank ``r``'s ``values``."""
+    _check_length(comm, "alltoall", values)
+    c = Call(comm, "alltoall")
+    for r in range(comm.size):
+        if r != comm.rank:
+            c.send(values[r], r)
+    got = yield from parallel(c.recv(r) for r in range(comm.size) if r != comm.rank)
+    got.insert(comm.rank, values[comm.rank])
+    yield from c.finish()
+    return got
+
+
+def scan(comm, value, op, exclusive=False, buffer=False):
+    """Return ``op`` over ranks ``0..rank`` (``exclusive``: ``0..rank-1``, None at rank 0)."""
+    c = Call(comm, "exscan" if exclusive else "scan")
+    rank = comm.rank
+    prev = None
+    if rank > 0:
+        prev = yield from c.recv(rank - 1, into=_like(value, buffer))
+    acc = value if rank == 0 else op(prev, value)
+    if rank < comm.size - 1:
+        c.send(acc, rank + 1)
+    yield from c.finish()
+    return prev if exclusive else acc
+
+
+def _pieces(arr, counts, displs):
+    return [arr[d:d + n] for n, d in zip(counts, displs)]
+
+
+def gatherv(comm, send, recv, root):
+    """Gather ``send`` of every rank into the pieces of ``recv`` = (array, counts, displs)."""
+    c = Call(comm, "gatherv", root)
+    if comm.rank != root:
+        c.send(send, root)
+        yield from c.finish()
+        return
+    pieces = _pieces(*recv)
+    if send is not None:
+        pieces[root][...] = send
+    yield from parallel(c.recv(r, into=pieces[r]) for r in range(comm.size) if r != root)
+
+
+def scatterv(comm, send, recv, root):
+    """Scatter the pieces of ``send`` = (array, counts, displs) at ``root`` into ``recv``."""
+    c = Call(comm, "scatterv", root)
+    if comm.rank != root:
+        yield from c.recv(root, into=recv)
+        return
+    pieces = _pieces(*send)
+    for r in range(comm.size):
+        if r != root:
+            c.send(pieces[r], r)
+    if recv is not None:
+        recv[...] = pieces[root]
+    yield from c.finish()
+
+
+def alltoallv(comm, send, recv):
+    """Send piece ``r`` of ``send`` to rank ``r``; receive rank ``r``'s into piece ``r`` of ``recv``."""
+    c = Call(comm, "alltoallv")
+    out, into = _pieces(*send), _pieces(*recv)
+    for r in range(comm.size):
+        if r != comm.rank:
+            c.send(out[r], r)
+    into[comm.rank][...] = out[comm.rank]
+    yield from parallel(c.recv(r, into=into[r]) for r in range(comm.size) if r != comm.rank)
+    yield from c.finish()

@@ -1,0 +1,446 @@
+"""The communicator: mpi4py's point-to-point, collective and communicator methods over the engine.
+
+Lowercase methods move any picklable object, uppercase ones move buffers (NumPy arrays,
+``bytes``, ``bytearray``, ``memoryview``, mpi4py-style ``[buf, count, dtype]``) in place.
+Each communicator owns its own engine contexts (see :mod:`coc.comm.transport`), agreed
+collectively when it is made, so traffic of two communicators never mixes.
+"""
+
+import numpy as np
+
+from coc.comm import transport
+from coc.comm.buffers import IN_PLACE, as_array, as_vector, contiguous
+from coc.comm.collectives import base, flat, hierarchical
+from coc.comm.ops import SUM, Op
+from coc.comm.request import Request, Status, run
+
+__all__ = ["Communicator", "ANY_SOURCE", "ANY_TAG", "UNDEFINED"]
+
+ANY_SOURCE = -1
+ANY_TAG = -1
+UNDEFINED = -32766
+MAX_TAG = transport.MAX_TAG
+
+
+class _Hierarchy:
+    """A communicator seen by site: local communicator, leaders communicator, rank maps."""
+
+    def __init__(self, comm):
+        names = list(dict.fromkeys(comm.site_of(r) for r in range(comm.size)))
+        self.site_of = [names.index(comm.site_of(r)) for r in range(comm.size)]
+        self.members = [[r for r in range(comm.size) if self.site_of[r] == s]
+                        for s in range(len(names))]
+        self.local_rank = [self.members[s].index(r) for r, s in enumerate(self.site_of)]
+        self.local = comm._split(self.site_of[comm.rank], comm.rank, f"{comm.name}/site")
+        leader = self.local_rank[comm.rank] == 0
+        self.leaders = comm._split(0 if leader else UNDEFINED, comm.rank,
+                                   f"{comm.name}/leaders")
+
+
+def _op(op):
+    """Return ``op`` as an :class:`Op` (a plain function is a non-commutative user op)."""
+    return op if isinstance(op, Op) else Op(op, commute=False)
+
+
+class Communicator:
+    """A group of ranks that exchange messages in their own contexts (mpi4py's ``Comm``).
+
+    Obtain the world communicator from :func:`coc.init` and others with :meth:`Dup`,
+    :meth:`Split` and :meth:`Split_level`.
+    """
+
+    def __init__(self, world, ranks, block, name):
+        self._world = world
+        self._ranks = tuple(ranks)                     # world rank of each rank
+        self._of_world = {w: r for r, w in enumerate(self._ranks)}
+        self._context = block * transport.CONTEXTS
+        self._block = block
+        self._tags = 0
+        self._hier = None
+        self.name = name
+        self.rank = self._of_world[world.rank]
+        self.size = len(self._ranks)
+
+    # -- identity and topology ------------------------------------------------------------
+    def Get_rank(self):
+        """Return this process's rank in the communicator."""
+        return self.rank
+
+    def Get_size(self):
+        """Return the number of ranks."""
+        return self.size
+
+    def Get_name(self):
+        """Return the communicator's name."""
+        return self.name
+
+    @property
+    def site(self):
+        """The site this rank runs on."""
+        return self._world.site
+
+    @property
+    def host(self):
+        """The topology host this rank runs on."""
+        return self._world.host
+
+    def site_of(self, rank):
+        """Return the site rank ``rank`` runs on."""
+        return self._world.sites[self._ranks[rank]]
+
+    def host_of(self, rank):
+        """Return the host rank ``rank`` runs on."""
+        return self._world.hosts[self._ranks[rank]]
+
+    def color(self, level, rank=None):
+        """Return the color of ``rank`` (default: this rank) at ``level`` (MPICH-G2's colors).
+
+        Levels are ``"wan"``, ``"site"``, ``"network"`` and ``"host"``; ranks with the same
+        color at a level can talk directly at that level (see ``coc.topology.levels``).
+        """
+        world_rank = self._ranks[self.rank if rank is None else rank]
+        return self._world.color(level, world_rank)
+
+    def colors(self, rank=None):
+        """Return ``{level: color}`` of ``rank`` (default: this rank) at every level."""
+        return {level: self.color(level, rank) for level in ("wan", "site", "network", "host")}
+
+    def _site_count(self):
+        return len({self._world.sites[w] for w in self._ranks})
+
+    def _rank_of(self, endpoint):
+        return self._of_world.get(endpoint, endpoint)
+
+    def _endpoint(self, rank):
+        if rank == ANY_SOURCE:
+            return ANY_SOURCE
+        if not 0 <= rank < self.size:
+            raise ValueError(f"{self.name}: rank {rank} out of range 0..{self.size - 1}")
+        return self._ranks[rank]
+
+    def _next_collective_tag(self):
+        self._tags = (self._tags + 1) & MAX_TAG
+        return self._tags
+
+    def _hierarchy(self):
+        if self._hier is None:
+            self._hier = _Hierarchy(self)
+        return self._hier
+
+    def stats(self):
+        """Return this process's message counters (see ``coc.comm.counters``)."""
+        return dict(self._world.counters)
+
+    def __repr__(self):
+        return f"<coc.Communicator {self.name} rank {self.rank} of {self.size}>"
+
+    # -- point to point: objects ----------------------------------------------------------
+    def isend(self, obj, dest, tag=0):
+        """Start sending ``obj`` to ``dest``; return a :class:`Request`."""
+        return Request(transport.sent(self._post_obj(obj, dest, tag)), self)
+
+    def send(self, obj, dest, tag=0):
+        """Send ``obj`` to rank ``dest`` (returns when ``obj`` may be changed)."""
+        run(transport.sent(self._post_obj(obj, dest, tag)), self)
+
+    def _post_obj(self, obj, dest, tag):
+        _check_tag(tag)
+        return transport.post_obj(self, obj, dest, tag, transport.OBJ)
+
+    def _recv_obj(self, source, tag):
+        obj, st = yield from transport.recv_obj(self, source, tag, transport.OBJ)
+        return obj, Status(self._rank_of(st.source), st.tag, st.count)
+
+    def irecv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
+        """Start receiving an object; ``wait()`` returns it."""
+        self._endpoint(source)
+        return Request(self._recv_obj(source, tag), self)
+
+    def recv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """Receive and return an object from ``source`` with ``tag``."""
+        return self.irecv(buf, source, tag).wait(status)
+
+    def sendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
+                 recvtag=ANY_TAG, status=None):
+        """Send ``sendobj`` to ``dest`` and receive an object from ``source`` at once."""
+        req = self.irecv(recvbuf, source, recvtag)
+        sent = self.isend(sendobj, dest, sendtag)
+        obj = req.wait(status)
+        sent.wait()
+        return obj
+
+    def _probe(self, source, tag, ctx, status, block):
+        engine = self._world.engine
+        args = (self._endpoint(source), tag, self._context + ctx)
+        st = engine.probe(*args) if block else engine.iprobe(*args)
+        if st is None:
+            return False
+        if status is not None:
+            status._fill(Status(self._rank_of(st.source), st.tag, st.count))
+        return True
+
+    def probe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """Block until an object from ``source`` with ``tag`` can be received; return True.
+
+        ``status.count`` is the size of the object's first message, not of the object.
+        """
+        return self._probe(source, tag, transport.OBJ, status, True)
+
+    def iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """Return True when an object from ``source`` with ``tag`` can be received now."""
+        return self._probe(source, tag, transport.OBJ, status, False)
+
+    # -- point to point: buffers ----------------------------------------------------------
+    def Isend(self, buf, dest, tag=0):
+        """Start sending the buffer ``buf`` to ``dest``; return a :class:`Request`."""
+        _check_tag(tag)
+        part = transport.post(self, contiguous(as_array(buf)), dest, tag, transport.BUF)
+        return Request(transport.sent([part]), self)
+
+    def Send(self, buf, dest, tag=0):
+        """Send the buffer ``buf`` to rank ``dest``."""
+        self.Isend(buf, dest, tag).Wait()
+
+    def _recv_buf(self, arr, source, tag):
+        (st,) = yield [self._world.engine.irecv(arr, self._endpoint(source), tag,
+                                                self._context + transport.BUF)]
+        return None, Status(self._rank_of(st.source), st.tag, st.count)
+
+    def Irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
+        """Start receiving into the buffer ``buf``; return a :class:`Request`."""
+        return Request(self._recv_buf(as_array(buf), source, tag), self)
+
+    def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """Receive into the buffer ``buf``; a larger message raises TruncationError."""
+        self.Irecv(buf, source, tag).Wait(status)
+
+    def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
+                 recvtag=ANY_TAG, status=None):
+        """Send ``sendbuf`` to ``dest`` and receive into ``recvbuf`` from ``source`` at once."""
+        req = self.Irecv(recvbuf, source, recvtag)
+        sent = self.Isend(sendbuf, dest, sendtag)
+        req.Wait(status)
+        sent.Wait()
+
+    def Probe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """Block until a buffer message from ``source`` with ``tag`` has arrived; return True."""
+        return self._probe(source, tag, transport.BUF, status, True)
+
+    def Iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """Return True when a buffer message from ``source`` with ``tag`` has arrived."""
+        return self._probe(source, tag, transport.BUF, status, False)
+
+    # -- collectives: objects -------------------------------------------------------------
+    def _collective(self, name, algorithm, *args, commutative=True):
+        """Run collective ``name`` with the multi-level or the flat algorithm."""
+        if commutative and base.use_topology(self, algorithm) and hasattr(hierarchical, name):
+            return run(getattr(hierarchical, name)(self, *args), self)
+        return run(getattr(flat, name)(self, *args), self)
+
+    def barrier(self, algorithm=None):
+        """Return once every rank has entered."""
+        self._collective("barrier", algorithm)
+
+    Barrier = barrier
+
+    def bcast(self, obj=None, root=0, algorithm=None):
+        """Return ``root``'s ``obj`` on every rank."""
+        self._endpoint(root)
+        return self._collective("bcast", algorithm, obj, root)
+
+    def scatter(self, sendobj=None, root=0):
+        """Return item ``rank`` of ``root``'s list ``sendobj``."""
+        self._endpoint(root)
+        return run(flat.scatter(self, sendobj, root), self)
+
+    def gather(self, sendobj, root=0, algorithm=None):
+        """Return the list of every rank's ``sendobj`` at ``root`` (None elsewhere)."""
+        self._endpoint(root)
+        return self._collective("gather", algorithm, sendobj, root)
+
+    def allgather(self, sendobj, algorithm=None):
+        """Return the list of every rank's ``sendobj`` on every rank."""
+        return self._collective("allgather", algorithm, sendobj)
+
+    def alltoall(self, sendobj, algorithm=None):
+        """Return item ``rank`` of every rank's list ``sendobj``, in rank order."""
+        return self._collective("alltoall", algorithm, sendobj)
+
+    def reduce(self, sendobj, op=SUM, root=0, algorithm=None):
+        """Return ``op`` over every rank's ``sendobj`` at ``root`` (None elsewhere)."""
+        self._endpoint(root)
+        op = _op(op)
+        return self._collective("reduce", algorithm, sendobj, op, root, commutative=op.commute)
+
+    def allreduce(self, sendobj, op=SUM, algorithm=None):
+        """Return ``op`` over every rank's ``sendobj`` on every rank."""
+        op = _op(op)
+        return self._collective("allreduce", algorithm, sendobj, op, commutative=op.commute)
+
+    def scan(self, sendobj, op=SUM):
+        """Return ``op`` over ranks ``0..rank``."""
+        return run(flat.scan(self, sendobj, _op(op)), self)
+
+    def exscan(self, sendobj, op=SUM):
+        """Return ``op`` over ranks ``0..rank-1`` (None at rank 0)."""
+        return run(flat.scan(self, sendobj, _op(op), exclusive=True), self)
+
+    # -- collectives: buffers -------------------------------------------------------------
+    def Bcast(self, buf, root=0, algorithm=None):
+        """Broadcast ``root``'s buffer into ``buf`` on every rank."""
+        self._endpoint(root)
+        arr = as_array(buf)
+        result = self._collective("bcast", algorithm, contiguous(arr), root, True)
+        if result is not arr and self.rank != root:
+            arr[...] = result.reshape(arr.shape)
+
+    def _reduction_input(self, sendbuf, recvbuf):
+        data = as_array(recvbuf if sendbuf is IN_PLACE else sendbuf)
+        return contiguous(data).copy() if sendbuf is IN_PLACE else contiguous(data)
+
+    def Reduce(self, sendbuf, recvbuf, op=SUM, root=0, algorithm=None):
+        """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` at ``root``."""
+        self._endpoint(root)
+        op = _op(op)
+        result = self._collective("reduce", algorithm, self._reduction_input(sendbuf, recvbuf),
+                                  op, root, True, commutative=op.commute)
+        if self.rank == root:
+            _store(recvbuf, result)
+
+    def Allreduce(self, sendbuf, recvbuf, op=SUM, algorithm=None):
+        """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` on every rank."""
+        op = _op(op)
+        result = self._collective("allreduce", algorithm,
+                                  self._reduction_input(sendbuf, recvbuf), op, True,
+                                  commutative=op.commute)
+        _store(recvbuf, result)
+
+    def Scan(self, sendbuf, recvbuf, op=SUM):
+        """Store ``op`` over ranks ``0..rank`` of ``sendbuf`` into ``recvbuf``."""
+        data = self._reduction_input(sendbuf, recvbuf)
+        _store(recvbuf, run(flat.scan(self, data, _op(op), buffer=True), self))
+
+    def Exscan(self, sendbuf, recvbuf, op=SUM):
+        """Store ``op`` over ranks ``0..rank-1`` into ``recvbuf`` (unchanged at rank 0)."""
+        data = self._reduction_input(sendbuf, recvbuf)
+        result = run(flat.scan(self, data, _op(op), exclusive=True, buffer=True), self)
+        if result is not None:
+            _store(recvbuf, result)
+
+    def _send_piece(self, sendbuf):
+        return None if sendbuf is IN_PLACE else contiguous(as_array(sendbuf)).reshape(-1)
+
+    def Gatherv(self, sendbuf, recvbuf, root=0):
+        """Gather every rank's ``sendbuf`` into ``recvbuf`` = [buf, counts, displs] at root."""
+        self._endpoint(root)
+        recv = as_vector(recvbuf, self.size) if self.rank == root else None
+        run(flat.gatherv(self, self._send_piece(sendbuf), recv, root), self)
+
+    def Scatterv(self, sendbuf, recvbuf, root=0):
+        """Scatter the pieces of ``sendbuf`` = [buf, counts, displs] at root into ``recvbuf``."""
+        self._endpoint(root)
+        send = as_vector(sendbuf, self.size) if self.rank == root else None
+        recv = None if recvbuf is IN_PLACE else as_array(recvbuf).reshape(-1)
+        run(flat.scatterv(self, send, recv, root), self)
+
+    def Allgatherv(self, sendbuf, recvbuf):
+        """Gather every rank's ``sendbuf`` into ``recvbuf`` = [buf, counts, displs] everywhere."""
+        recv = as_vector(recvbuf, self.size)
+        piece = self._send_piece(sendbuf)
+        if piece is None:
+            arr, counts, displs = recv
+            piece = arr[displs[self.rank]:displs[self.rank] + counts[self.rank]].copy()
+        run(flat.gatherv(self, piece, recv, 0), self)
+        self.Bcast(recv[0], 0)
+
+    def Alltoallv(self, sendbuf, recvbuf):
+        """Send piece ``r`` of ``sendbuf`` to rank ``r``, receiving into pieces of ``recvbuf``."""
+        run(flat.alltoallv(self, as_vector(sendbuf, self.size),
+                           as_vector(recvbuf, self.size)), self)
+
+    Gather = Gatherv
+    Scatter = Scatterv
+    Allgather = Allgatherv
+    Alltoall = Alltoallv
+
+    # -- communicators --------------------------------------------------------------------
+    def _agree_block(self):
+        """Return a context block free on every rank (flat max-reduction of the next free)."""
+        block = run(flat.allreduce(self, self._world.next_block, Op(max)), self)
+        self._world.next_block = block + 1
+        return block
+
+    def _split(self, color, key, name):
+        pairs = run(flat.allgather(self, (color, key)), self)
+        block = self._agree_block()
+        if color == UNDEFINED or color is None:
+            return None
+        members = sorted((k, r) for r, (c, k) in enumerate(pairs) if c == color)
+        return Communicator(self._world, [self._ranks[r] for _, r in members], block, name)
+
+    def Dup(self):
+        """Return a communicator of the same ranks with its own contexts."""
+        return Communicator(self._world, self._ranks, self._agree_block(), f"{self.name}.dup")
+
+    Clone = Dup
+
+    def Split(self, color=0, key=0):
+        """Return the communicator of the ranks that passed the same ``color``, ordered by key.
+
+        ``color`` ``UNDEFINED`` (or None) returns None (mpi4py's ``COMM_NULL``).
+        """
+        return self._split(color, key, f"{self.name}.split({color})")
+
+    def Split_level(self, level="site", key=None):
+        """Return the communicator of the ranks with this rank's color at ``level``.
+
+        ``Split_level("site")`` gives the ranks of this rank's site, ``"host"`` those of
+        its host (MPICH-G2's topology depths).
+        """
+        return self._split(self.color(level), self.rank if key is None else key,
+                           f"{self.name}.{level}")
+
+    def Free(self):
+        """Release the communicator (its contexts are not reused)."""
+        self._hier = None
+
+    def Abort(self, errorcode=1):
+        """End the whole job now with ``errorcode`` (coc-run stops every rank)."""
+        import os
+        import sys
+        sys.stderr.write(f"{self.name}: rank {self.rank} called Abort({errorcode})\n")
+        sys.stderr.flush()
+        os._exit(errorcode)
+
+    # -- asyncio --------------------------------------------------------------------------
+    async def arecv(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """Receive an object without blocking the event loop (``await comm.arecv()``)."""
+        from coc.comm import aio
+        return await aio.wait(self.irecv(None, source, tag), status)
+
+    async def asend(self, obj, dest, tag=0):
+        """Send ``obj`` without blocking the event loop (``await comm.asend(obj, dest)``)."""
+        from coc.comm import aio
+        await aio.wait(self.isend(obj, dest, tag))
+
+    async def aRecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """Receive into ``buf`` without blocking the event loop."""
+        from coc.comm import aio
+        await aio.wait(self.Irecv(buf, source, tag), status)
+
+    async def aSend(self, buf, dest, tag=0):
+        """Send ``buf`` without blocking the event loop."""
+        from coc.comm import aio
+        await aio.wait(self.Isend(buf, dest, tag))
+
+
+def _check_tag(tag):
+    if not 0 <= tag <= MAX_TAG:
+        raise ValueError(f"tag {tag} out of range 0..{MAX_TAG}")
+
+
+def _store(recvbuf, result):
+    """Copy ``result`` into the receive buffer argument."""
+    out = as_array(recvbuf)
+    if out is not result:
+        out[...] = np.asarray(result).reshape(out.shape)

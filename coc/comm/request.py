@@ -1,0 +1,274 @@
+"""Requests and statuses as mpi4py has them, driven by small generators over engine requests.
+
+An operation that needs several engine messages (an object with out-of-band buffers, a
+collective of several rounds) is written as a generator: it yields the list of engine
+requests it waits for, receives their statuses back, and finally returns its value.
+:class:`Request` drives such a generator without blocking (:meth:`Request.test`) or
+blocking (:meth:`Request.wait`); :func:`run` drives one to completion at once.
+"""
+
+import select
+
+from coc.errors import CocTimeoutError, PeerLost, TruncationError
+
+__all__ = ["Status", "Request", "run", "waitall", "waitany", "testall", "testany"]
+
+
+class Status:
+    """Source, tag and size of a received message (``Get_source``, ``Get_tag``, ``Get_count``)."""
+
+    __slots__ = ("source", "tag", "count", "error", "cancelled")
+
+    def __init__(self, source=-1, tag=-1, count=0):
+        self.source, self.tag, self.count = source, tag, count
+        self.error, self.cancelled = 0, False
+
+    def Get_source(self):
+        """Return the rank that sent the message."""
+        return self.source
+
+    def Get_tag(self):
+        """Return the message's tag."""
+        return self.tag
+
+    def Get_count(self, datatype=None):
+        """Return the message size in bytes, or in elements of ``datatype`` (a NumPy dtype)."""
+        if datatype is None:
+            return self.count
+        import numpy as np
+        return self.count // np.dtype(datatype).itemsize
+
+    Get_elements = Get_count
+
+    def Get_error(self):
+        """Return the error code (0: success)."""
+        return self.error
+
+    def Is_cancelled(self):
+        """Return True when the receive was cancelled."""
+        return self.cancelled
+
+    def _fill(self, other):
+        if other is not None:
+            self.source, self.tag, self.count = other.source, other.tag, other.count
+            self.error, self.cancelled = other.error, other.cancelled
+
+    def __repr__(self):
+        return f"Status(source={self.source}, tag={self.tag}, count={self.count})"
+
+
+def translate(comm, exc):
+    """Return ``exc`` naming ranks of ``comm`` instead of engine endpoints."""
+    if comm is None:
+        return exc
+    if isinstance(exc, TruncationError):
+        source = comm._rank_of(exc.source)
+        return TruncationError(
+            f"{comm.name}: message from rank {source} with tag {exc.tag} is {exc.size} "
+            f"bytes but the receive buffer holds only {exc.capacity} bytes",
+            source=source, tag=exc.tag, size=exc.size, capacity=exc.capacity)
+    if isinstance(exc, PeerLost):
+        peer = comm._rank_of(getattr(exc, "peer", None))
+        new = PeerLost(f"{comm.name}: rank {peer} lost ({exc})")
+        new.peer = peer
+        return new
+    return exc
+
+
+class Request:
+    """A non-blocking operation: ``wait``/``test`` (objects), ``Wait``/``Test`` (buffers).
+
+    Built by the communicator from a generator; see the module docstring.
+    """
+
+    def __init__(self, steps, comm=None):
+        self._steps, self._comm = steps, comm
+        self._parts, self._value, self._status, self._error = [], None, None, None
+        self._done = False
+        self._step(None)
+
+    # -- driving the generator ------------------------------------------------------------
+    def _step(self, statuses):
+        try:
+            self._parts = self._steps.send(statuses)
+        except StopIteration as stop:
+            self._finish(stop.value)
+        except Exception as exc:  # noqa: BLE001 - kept and raised by wait/test
+            self._error = self._translate(exc)
+            self._done, self._parts = True, []
+
+    def _finish(self, value):
+        self._done, self._parts = True, []
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], Status):
+            self._value, self._status = value
+        else:
+            self._value = value
+
+    def _translate(self, exc):
+        return translate(self._comm, exc)
+
+    def _progress(self):
+        """Advance without blocking; return True once complete."""
+        while not self._done:
+            statuses = []
+            for part in self._parts:
+                try:
+                    st = part.test()
+                except Exception as exc:  # noqa: BLE001
+                    self._steps.close()
+                    self._error, self._done, self._parts = self._translate(exc), True, []
+                    return True
+                if st is None:
+                    return False
+                statuses.append(st)
+            self._step(statuses)
+        return True
+
+    def _block(self, timeout=None):
+        """Advance until complete (``timeout`` seconds per engine wait)."""
+        while not self._done:
+            try:
+                statuses = [part.wait(timeout=timeout) for part in self._parts]
+            except CocTimeoutError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                self._steps.close()
+                self._error, self._done, self._parts = self._translate(exc), True, []
+                break
+            self._step(statuses)
+
+    def _result(self, status):
+        if status is not None and self._status is not None:
+            status._fill(self._status)
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    # -- mpi4py's names -------------------------------------------------------------------
+    def wait(self, status=None, timeout=None):
+        """Block until complete; return the received object (None for sends)."""
+        self._block(timeout)
+        return self._result(status)
+
+    def test(self, status=None):
+        """Return ``(True, object)`` once complete, else ``(False, None)``."""
+        if self._progress():
+            return True, self._result(status)
+        return False, None
+
+    def Wait(self, status=None, timeout=None):
+        """Block until complete; fill ``status``; return True."""
+        self.wait(status, timeout)
+        return True
+
+    def Test(self, status=None):
+        """Return True once complete (filling ``status``), else False."""
+        return self.test(status)[0]
+
+    def get_status(self, status=None):
+        """Return True once complete, filling ``status``; does not consume the result."""
+        done = self._progress()
+        if done and status is not None and self._status is not None:
+            status._fill(self._status)
+        return done
+
+    Get_status = get_status
+
+    def cancel(self):
+        """Cancel a receive that has not matched yet; it then completes as cancelled."""
+        cancelled = any(part.cancel() for part in self._parts if hasattr(part, "cancel"))
+        if cancelled:
+            self._steps.close()
+            status = Status()
+            status.cancelled = True
+            self._done, self._parts, self._value, self._status = True, [], None, status
+        return cancelled
+
+    Cancel = cancel
+
+    def Free(self):
+        """Forget the request (the engine still completes it)."""
+
+    @property
+    def done(self):
+        """True once complete."""
+        return self._progress()
+
+    def _engine_fd(self):
+        comm = self._comm
+        return None if comm is None else comm._world.engine.fileno()
+
+    def __await__(self):
+        from coc.comm import aio
+        return aio.wait(self).__await__()
+
+    # Static-style helpers under mpi4py's class names.
+    waitall = staticmethod(lambda requests, statuses=None: waitall(requests, statuses))
+    Waitall = staticmethod(lambda requests, statuses=None: waitall(requests, statuses) and True)
+    waitany = staticmethod(lambda requests, status=None: waitany(requests, status))
+    Waitany = staticmethod(lambda requests, status=None: waitany(requests, status)[0])
+    testall = staticmethod(lambda requests, statuses=None: testall(requests, statuses))
+    Testall = staticmethod(lambda requests, statuses=None: testall(requests, statuses)[0])
+    testany = staticmethod(lambda requests, status=None: testany(requests, status))
+
+
+def run(steps, comm=None):
+    """Drive the generator ``steps`` to completion now and return its value."""
+    statuses = None
+    try:
+        while True:
+            parts = steps.send(statuses)
+            statuses = [part.wait() for part in parts]
+    except StopIteration as stop:
+        return stop.value
+    except (TruncationError, PeerLost) as exc:
+        raise translate(comm, exc) from None
+
+
+def waitall(requests, statuses=None):
+    """Wait for every request; return the list of their results."""
+    results = [r.wait() if statuses is None else r.wait(statuses[i])
+               for i, r in enumerate(requests)]
+    return results
+
+
+def testall(requests, statuses=None):
+    """Return ``(True, results)`` when every request is complete, else ``(False, None)``."""
+    if all(r._progress() for r in requests):
+        return True, waitall(requests, statuses)
+    return False, None
+
+
+def testany(requests, status=None):
+    """Return ``(index, True, result)`` of a complete request, or ``(-1, False, None)``."""
+    for i, r in enumerate(requests):
+        if r is not None and r._progress():
+            return i, True, r.wait(status)
+    return -1, False, None
+
+
+def waitany(requests, status=None, timeout=None):
+    """Wait until one request completes; return ``(index, result)``.
+
+    Sleeps on the engine's pollable fd between checks (no busy loop).
+    """
+    import time
+    if not any(r is not None for r in requests):
+        return -1, None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    fds = {r._engine_fd() for r in requests if r is not None} - {None}
+    while True:
+        for r in requests:
+            if r is not None and r._comm is not None:
+                r._comm._world.engine.drain()
+                break
+        index, done, value = testany(requests, status)
+        if done:
+            return index, value
+        left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+        if left <= 0:
+            raise CocTimeoutError(f"waitany: no request complete after {timeout} s")
+        if fds:
+            select.select(list(fds), [], [], left)
+        else:
+            time.sleep(min(left, 0.001))

@@ -1,0 +1,107 @@
+"""How a communicator's messages map onto engine messages: contexts, object framing, counting.
+
+Every communicator owns a block of :data:`CONTEXTS` engine contexts, so traffic of two
+communicators, and of point-to-point and collectives on one, never mixes:
+
+======================  ==============================================================
+``OBJ``                 lowercase point-to-point: object *heads*
+``OBJ_DATA``            their large parts (pickle stream, out-of-band buffers)
+``BUF``                 uppercase point-to-point (raw buffers)
+``COLL``, ``COLL_DATA`` collectives, object forms (head and large parts)
+``COLL_BUF``            collectives, buffer forms
+======================  ==============================================================
+
+An object travels as one *head* message of at most :data:`HEAD_SIZE` bytes. A small object
+is wholly inside it (``b"P"`` + pickle). A larger one has a head ``b"M"`` naming a sequence
+number and the sizes of its parts, which follow on the ``*_DATA`` context tagged with that
+sequence number. A receive therefore always posts a real engine receive of ``HEAD_SIZE``
+bytes: MPI's matching order, ``ANY_SOURCE``/``ANY_TAG`` and asyncio wake-ups all come from
+the engine, with no probe-then-receive race; the parts are then received from the exact
+sender with the exact sequence tag.
+"""
+
+import struct
+
+import numpy as np
+
+from coc.comm import pickling
+
+__all__ = ["CONTEXTS", "OBJ", "OBJ_DATA", "BUF", "COLL", "COLL_DATA", "COLL_BUF",
+           "HEAD_SIZE", "post", "post_obj", "recv_obj", "parallel", "sent"]
+
+CONTEXTS = 8
+OBJ, OBJ_DATA, BUF, COLL, COLL_DATA, COLL_BUF = range(6)
+HEAD_SIZE = 8192
+MAX_TAG = 0x7fffffff
+
+_SINGLE, _MULTI = ord("P"), ord("M")
+_MULTI_HEAD = struct.Struct("<BIQI")        # kind, sequence, stream bytes, buffer count
+
+
+def post(comm, buf, dest, tag, ctx):
+    """Start sending ``buf`` to rank ``dest`` of ``comm``; return the engine request."""
+    world = comm._world
+    target = comm._ranks[dest]
+    req = world.engine.isend(buf, target, tag, comm._context + ctx)
+    world.count(target, memoryview(buf).nbytes)
+    return req
+
+
+def post_obj(comm, obj, dest, tag, ctx):
+    """Start sending object ``obj`` on context ``ctx`` (and ``ctx + 1``); return the requests."""
+    stream, buffers = pickling.dumps(obj)
+    if not buffers and len(stream) < HEAD_SIZE:
+        return [post(comm, b"P" + stream, dest, tag, ctx)]
+    seq = comm._world.next_sequence(comm._context + ctx, comm._ranks[dest])
+    head = _MULTI_HEAD.pack(_MULTI, seq, len(stream), len(buffers)) + \
+        struct.pack(f"<{len(buffers)}Q", *(b.nbytes for b in buffers))
+    parts = [post(comm, head, dest, tag, ctx), post(comm, stream, dest, seq, ctx + 1)]
+    parts.extend(post(comm, b, dest, seq, ctx + 1) for b in buffers)
+    return parts
+
+
+def recv_obj(comm, source, tag, ctx):
+    """Receive one object (generator); return ``(object, engine status of its head)``."""
+    world = comm._world
+    head = bytearray(HEAD_SIZE)
+    (st,) = yield [world.engine.irecv(head, comm._endpoint(source), tag, comm._context + ctx)]
+    foreign = world.sites[st.source] != world.site
+    view = memoryview(head)[:st.count]
+    if head[0] == _SINGLE:
+        return pickling.loads(view[1:], foreign=foreign), st
+    if head[0] != _MULTI:
+        raise ValueError(f"{comm.name}: message from rank {comm._rank_of(st.source)} "
+                         f"(tag {st.tag}) is not an object; was it sent with Send?")
+    _, seq, stream_len, count = _MULTI_HEAD.unpack_from(view)
+    sizes = struct.unpack_from(f"<{count}Q", view, _MULTI_HEAD.size)
+    parts = [np.empty(stream_len, np.uint8)] + [np.empty(n, np.uint8) for n in sizes]
+    yield [world.engine.irecv(p, st.source, seq, comm._context + ctx + 1) for p in parts]
+    return pickling.loads(parts[0], [memoryview(p) for p in parts[1:]], foreign=foreign), st
+
+
+def sent(parts):
+    """Wait for send requests ``parts`` (generator); return None."""
+    yield parts
+
+
+def parallel(steps):
+    """Run several generators at once (generator); return the list of their values."""
+    steps = list(steps)
+    results, waiting = [None] * len(steps), {}
+    for i, gen in enumerate(steps):
+        try:
+            waiting[i] = gen.send(None)
+        except StopIteration as stop:
+            results[i] = stop.value
+    while waiting:
+        order = list(waiting.items())
+        statuses = yield [part for _, parts in order for part in parts]
+        at = 0
+        for i, parts in order:
+            mine, at = statuses[at:at + len(parts)], at + len(parts)
+            try:
+                waiting[i] = steps[i].send(mine)
+            except StopIteration as stop:
+                results[i] = stop.value
+                del waiting[i]
+    return results

@@ -1,0 +1,179 @@
+"""This process's place in the job: the engine, the rendezvous, where every rank runs.
+
+:func:`init` opens the engine with the credentials ``coc-run`` hands the rank, exchanges
+addresses for peers and routes (``coc.launcher.rankside``), learns the site and host of every
+rank and returns the world communicator. Without ``coc-run`` it returns a world of one rank
+(messages to self work). :func:`finalize`, also run at exit, waits for every rank (so late
+messages still find their receiver) and closes the engine.
+"""
+
+import atexit
+import os
+import secrets
+import socket
+import time
+
+from coc.comm import transport
+from coc.comm.communicator import Communicator
+from coc.comm.request import Request, run
+from coc.errors import CocError, LaunchError
+
+__all__ = ["World", "init", "finalize", "initialized", "Wtime", "Wtick", "counters",
+           "reset_counters"]
+
+#: This process's message counters: messages and bytes sent, and those that crossed a site
+#: boundary (``inter_site_*``). ``comm.stats()`` returns a copy.
+counters = {"messages": 0, "bytes": 0, "inter_site_messages": 0, "inter_site_bytes": 0}
+
+#: Seconds :func:`finalize` waits for the other ranks before closing anyway.
+FINALIZE_TIMEOUT = float(os.environ.get("COC_FINALIZE_TIMEOUT", "60"))
+
+_state = {"comm": None, "finalized": False}
+
+
+def reset_counters():
+    """Set every counter of :data:`counters` back to zero."""
+    for key in counters:
+        counters[key] = 0
+
+
+class World:
+    """The engine of this process and what it knows of every rank of the job."""
+
+    def __init__(self, engine, rank, size, site, host):
+        self.engine, self.rank, self.size = engine, rank, size
+        self.site, self.host = site, host
+        self.sites, self.hosts = [site] * size, [host] * size
+        self.counters = counters
+        self.next_block = 1
+        self._sequences = {}
+        self._levels = None
+
+    def next_sequence(self, context, dest):
+        """Return the next tag for the large parts of an object sent to ``dest`` in ``context``."""
+        key = (context, dest)
+        seq = (self._sequences.get(key, 0) + 1) & transport.MAX_TAG
+        self._sequences[key] = seq
+        return seq
+
+    def count(self, dest, nbytes):
+        """Count one message of ``nbytes`` to world rank ``dest``."""
+        c = self.counters
+        c["messages"] += 1
+        c["bytes"] += nbytes
+        if self.sites[dest] != self.site:
+            c["inter_site_messages"] += 1
+            c["inter_site_bytes"] += nbytes
+
+    def color(self, level, rank):
+        """Return world rank ``rank``'s color at ``level`` (from the job's topology file)."""
+        if self._levels is None:
+            self._levels = _host_levels(self)
+        try:
+            return self._levels[self.hosts[rank]][level]
+        except KeyError:
+            raise ValueError(f"unknown level {level!r}: expected wan, site, network or host "
+                             f"(host {self.hosts[rank]!r})") from None
+
+
+def _host_levels(world):
+    """Return ``{host: {level: color}}`` from ``COC_TOPOLOGY``, or from site and host names."""
+    path = os.environ.get("COC_TOPOLOGY")
+    if path:
+        from coc import topology
+        return topology.levels(topology.load(path))
+    sites, hosts = sorted(set(world.sites)), sorted(set(world.hosts))
+    return {h: {"wan": 0, "site": sites.index(s), "network": sites.index(s),
+                "host": hosts.index(h)} for s, h in zip(world.sites, world.hosts)}
+
+
+def _open_under_coc_run():
+    """Open the engine with coc-run's credentials and do the rendezvous; return (engine, me)."""
+    from coc._native import engine as native
+    from coc.launcher import rankside
+    me = rankside.credentials()
+    if me["self_id"] != me["rank"]:
+        raise LaunchError(f"endpoint id {me['self_id']} differs from rank {me['rank']}",
+                          rank=me["rank"])
+    eng = native.Engine(me["self_id"], me["secret"],
+                        listen_host=os.environ.get("COC_LISTEN_HOST", "127.0.0.1"))
+    try:
+        info = rankside.rendezvous(eng.address)
+        for peer, address in info["peers"].items():
+            eng.add_peer(peer, address)
+        for dest, hops in info["routes"].items():
+            eng.set_route(dest, [hop for hop, _ in hops], [weight for _, weight in hops])
+    except BaseException:
+        eng.close()
+        raise
+    return eng, me
+
+
+def init():
+    """Join the job and return the world communicator (``coc.COMM_WORLD``).
+
+    Under ``coc-run`` this opens the engine, meets every other rank and learns where each
+    runs; started directly it returns a world of one rank. Calling it again returns the
+    same communicator.
+
+    Examples
+    --------
+    >>> import coc
+    >>> comm = coc.init()
+    >>> comm.size, comm.rank, comm.sendrecv("hi", 0)
+    (1, 0, 'hi')
+    """
+    if _state["comm"] is not None:
+        return _state["comm"]
+    if _state["finalized"]:
+        raise CocError("coc.init() after coc.finalize(): a process joins a job once")
+    site = os.environ.get("COC_SITE", "local")
+    host = os.environ.get("COC_HOST", socket.gethostname())
+    if "COC_CONTROL_FD" in os.environ:
+        eng, me = _open_under_coc_run()
+        rank, size = me["rank"], me["size"]
+    else:
+        from coc._native import engine as native
+        eng, rank, size = native.Engine(0, secrets.token_bytes(32)), 0, 1
+    world = World(eng, rank, size, site, host)
+    comm = Communicator(world, range(size), 0, "COMM_WORLD")
+    if size > 1:
+        from coc.comm.collectives import flat
+        placement = run(flat.allgather(comm, (site, host)), comm)
+        world.sites = [s for s, _ in placement]
+        world.hosts = [h for _, h in placement]
+    _state["comm"] = comm
+    atexit.register(finalize)
+    return comm
+
+
+def initialized():
+    """Return True between :func:`init` and :func:`finalize`."""
+    return _state["comm"] is not None
+
+
+def finalize():
+    """Wait (bounded) for every rank to get here, then close the engine. Idempotent."""
+    comm = _state["comm"]
+    if comm is None:
+        return
+    _state["comm"], _state["finalized"] = None, True
+    atexit.unregister(finalize)
+    try:
+        if comm.size > 1:
+            from coc.comm.collectives import flat
+            Request(flat.barrier(comm), comm).wait(timeout=FINALIZE_TIMEOUT)
+    except CocError:
+        pass                     # a rank that is gone cannot be waited for
+    finally:
+        comm._world.engine.close()
+
+
+def Wtime():
+    """Return elapsed wall-clock seconds (high resolution) since an arbitrary point."""
+    return time.perf_counter()
+
+
+def Wtick():
+    """Return the resolution of :func:`Wtime` in seconds."""
+    return time.get_clock_info("perf_counter").resolution
