@@ -14,6 +14,7 @@ It prints the ratios issue 3 sets targets for. Run as ``python -m coc.bench.engi
 module is instead one coc endpoint of the benchmark, driven through the gateway protocol.
 """
 
+import functools
 import json
 import os
 import shutil
@@ -30,7 +31,7 @@ from coc.errors import CocError
 from coc.gateway import GatewayProcess, apply_update, parse_routes
 
 __all__ = ["SIZES", "QUICK_SIZES", "aligned", "iterations", "chain_tables", "tcp_only",
-           "run_coc", "run_tcp", "measure", "ratios", "format_report", "register"]
+           "paths", "run_coc", "run_tcp", "measure", "ratios", "format_report", "register"]
 
 SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20]
 QUICK_SIZES = [0, 8, 4096, 65536, 1 << 20, 4 << 20]
@@ -39,18 +40,34 @@ CLIENT, ECHO, FIRST_GATEWAY = 1, 2, 10
 STOP_TAG = 1
 TIMEOUT = 60.0
 
-# (key, column title), in table order: the references, then coc.
-PATHS = [("tcp", "TCP (a)"), ("relay1", "1 relay (b)"), ("relay2", "2 relays (c)"),
-         ("coc", "coc direct"), ("gw1", "coc 1 gw"), ("gw2", "coc 2 gw")]
+# The references: (key, column title, relays on the path).
+REFERENCES = [("tcp", "TCP (a)", 0), ("relay1", "1 relay (b)", 1), ("relay2", "2 relays (c)", 2)]
+# coc endpoints: C (the engine alone) or Python (through the binding), by column prefix.
+ENDPOINTS = {"c": "C", "python": "Py"}
 
-# (title, numerator path, denominator path, metric, comparison, target)
+# (title, gateways on the coc path, reference key, metric, comparison, target)
 RATIOS = [
-    ("1 gateway / 1 relay (b), 8 B latency", "gw1", "relay1", "latency", "<=", 1.3),
-    ("1 gateway / 2 relays (c), 8 B latency", "gw1", "relay2", "latency", "<", 1.0),
-    ("2 gateways / 2 relays (c), 8 B latency", "gw2", "relay2", "latency", "<=", 1.3),
-    ("1 gateway / 1 relay (b), 4 MiB bandwidth", "gw1", "relay1", "bandwidth", ">=", 1.0),
-    ("1 gateway / direct TCP (a), 4 MiB bandwidth", "gw1", "tcp", "bandwidth", ">=", 0.8),
+    ("1 gateway / 1 relay (b), 8 B latency", 1, "relay1", "latency", "<=", 1.3),
+    ("1 gateway / 2 relays (c), 8 B latency", 1, "relay2", "latency", "<", 1.0),
+    ("2 gateways / 2 relays (c), 8 B latency", 2, "relay2", "latency", "<=", 1.3),
+    ("1 gateway / 1 relay (b), 4 MiB bandwidth", 1, "relay1", "bandwidth", ">=", 1.0),
+    ("1 gateway / direct TCP (a), 4 MiB bandwidth", 1, "tcp", "bandwidth", ">=", 0.8),
 ]
+
+
+def _coc_key(kind, gateways):
+    return f"{kind}-{gateways}gw"
+
+
+def paths(endpoints):
+    """Return ``[(key, column title, run(specs, prefix))]`` for every path, in table order."""
+    out = [(key, title, functools.partial(run_tcp, relays))
+           for key, title, relays in REFERENCES]
+    for kind in endpoints:
+        for gateways, where in ((0, "direct"), (1, "1 gw"), (2, "2 gw")):
+            out.append((_coc_key(kind, gateways), f"{ENDPOINTS[kind]} {where}",
+                        functools.partial(run_coc, gateways, endpoints=kind)))
+    return out
 
 
 def aligned(nbytes):
@@ -118,36 +135,98 @@ def tcp_only(address):
     return " ".join(a for a in address.split() if a.startswith("tcp://"))
 
 
-def run_coc(gateways, specs, *, prefix=(), options=None, transport="tcp", timeout=TIMEOUT):
+class _PyEndpoint:
+    """A benchmark endpoint in Python (``python -m coc.bench.engine``), via the binding."""
+
+    def __init__(self, node, role, specs, secret, options, prefix, timeout, log):
+        self.proc = GatewayProcess({"self_id": node, "role": role, "specs": specs,
+                                    "secret": secret, "listen_host": "127.0.0.1",
+                                    "options": options}, module=__name__, prefix=prefix,
+                                   timeout=timeout, stderr=log)
+        self.address = self.proc.address
+
+    def configure(self, peers, routes):
+        self.proc.request({"peers": {str(k): v for k, v in peers.items()},
+                           "routes": {str(k): v for k, v in routes.items()}})
+
+    def results(self, timeout):
+        return self.proc._line(timeout)["results"]
+
+    def stop(self):
+        self.proc.stop()
+
+    def kill(self):
+        self.proc.kill()
+
+
+class _CEndpoint:
+    """A benchmark endpoint in C (``native/tools/coc_enginepong.c``), without Python."""
+
+    def __init__(self, node, role, specs, secret, options, prefix, timeout, log):
+        knobs = [options.get(k, 0) for k in ("eager_limit", "fragment_size", "forward_window",
+                                             "spin_ns")]
+        peer = ECHO if node == CLIENT else CLIENT
+        self.timeout = timeout
+        self.proc = subprocess.Popen(
+            [*prefix, str(native_tools()["coc_enginepong"]), role, str(node), str(peer),
+             *map(str, knobs), *(f"{size}:{n}" for size, n in specs)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+        self.proc.stdin.write(secret.hex() + "\n")
+        self.proc.stdin.flush()
+        self.address = _line(self.proc, timeout).split(None, 1)[1]
+
+    def configure(self, peers, routes):
+        lines = [f"peer {k} {v}" for k, v in peers.items()]
+        lines += [f"route {dest} {hop}" for dest, [[hop, _]] in routes.items()]
+        self.proc.stdin.write("\n".join([*lines, "go"]) + "\n")
+        self.proc.stdin.flush()
+
+    def results(self, timeout):
+        rows = []
+        while (line := _line(self.proc, timeout)) != "done":
+            rows.append(dict(zip(("size", "iters", "median_ns", "p99_ns"),
+                                 map(int, line.split()))))
+        return rows
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait(self.timeout)
+
+    def kill(self):
+        _reap(self.proc)
+
+
+def run_coc(gateways, specs, *, prefix=(), options=None, transport="tcp", endpoints="python",
+            timeout=TIMEOUT):
     """Ping-pong between two coc endpoints through ``gateways`` gateway daemons.
 
+    ``endpoints`` is "python" (through the binding) or "c" (the engine's C API alone).
     ``transport="tcp"`` hands peers only TCP addresses, as the references use; ``"any"``
     lets the engine take its same-host path.
     """
-    secret = os.urandom(32)
-    base = {"secret": secret, "listen_host": "127.0.0.1", "options": options or {}}
+    secret, options = os.urandom(32), options or {}
+    kind = _PyEndpoint if endpoints == "python" else _CEndpoint
     procs = {}
-    log = tempfile.TemporaryFile()  # the daemons' stderr, shown only when something fails
+    log = tempfile.TemporaryFile()  # everyone's stderr, shown only when something fails
     try:
         for node, role in ((ECHO, "echo"), (CLIENT, "client")):
-            procs[node] = GatewayProcess({**base, "self_id": node, "role": role,
-                                          "specs": specs}, module=__name__, prefix=prefix,
-                                         timeout=timeout, stderr=log)
+            procs[node] = kind(node, role, specs, secret, options, prefix, timeout, log)
         gw_ids = [FIRST_GATEWAY + i for i in range(gateways)]
         for node in gw_ids:
-            procs[node] = GatewayProcess({**base, "self_id": node}, prefix=prefix,
+            procs[node] = GatewayProcess({"self_id": node, "secret": secret,
+                                          "options": options}, prefix=prefix,
                                          timeout=timeout, stderr=log)
         chain = [CLIENT, *gw_ids, ECHO]
         pick = tcp_only if transport == "tcp" else str
         tables = chain_tables(chain, {n: pick(p.address) for n, p in procs.items()})
-        for node in reversed(chain):  # the client last: its update runs the measurement
-            peers, routes = tables[node]
-            reply = procs[node].request({"peers": {str(k): v for k, v in peers.items()},
-                                         "routes": {str(k): v for k, v in routes.items()}},
-                                        timeout=timeout * len(specs))
+        for node in gw_ids:
+            procs[node].update(*tables[node])
+        for node in (ECHO, CLIENT):  # the client last: it starts at once
+            procs[node].configure(*tables[node])
+        results = procs[CLIENT].results(timeout * len(specs))
         for p in procs.values():
             p.stop()
-        return reply["results"]
+        return results
     except BaseException:
         log.seek(0)
         sys.stderr.write(log.read().decode(errors="replace"))
@@ -159,76 +238,87 @@ def run_coc(gateways, specs, *, prefix=(), options=None, transport="tcp", timeou
 
 
 def native_tools():
-    """Build (if needed) and return the paths of coc_pingpong and coc_relay."""
+    """Build (if needed) the programs in native/tools/; return ``{name: path}``."""
     native = Path(__file__).resolve().parents[2] / "native"
     if not (native / "Makefile").is_file() or shutil.which("make") is None:
         raise CocError("coc bench engine needs the reference programs in native/tools/; "
                        "run it from a source checkout of coc with make and a C compiler")
-    tools = [native / "build" / name for name in ("coc_pingpong", "coc_relay")]
-    result = subprocess.run(["make", "-C", str(native), "-s",
-                             *(str(t.relative_to(native)) for t in tools)],
+    names = ("coc_pingpong", "coc_relay", "coc_enginepong")
+    result = subprocess.run(["make", "-C", str(native), "-s", *(f"build/{n}" for n in names)],
                             capture_output=True, text=True)
     if result.returncode != 0:
         raise CocError(f"building the reference programs failed:\n{result.stderr[-2000:]}")
-    return tools
+    return {n: native / "build" / n for n in names}
 
 
-def _port(proc, timeout):
-    """Read the 'port N' line a reference program prints once it listens."""
+def _line(proc, timeout):
+    """Return the next line a tool prints on stdout; CocError on timeout or exit."""
     import selectors
 
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
         if not sel.select(timeout):
-            raise CocError(f"{proc.args[0]} did not report its port within {timeout} s")
-    words = proc.stdout.readline().split()
-    if len(words) != 2 or words[0] != "port":
-        raise CocError(f"{proc.args} did not start (exit code {proc.poll()})")
-    return words[1]
+            raise CocError(f"{proc.args} printed nothing within {timeout} s")
+    line = proc.stdout.readline()
+    if not line:
+        raise CocError(f"{proc.args} exited (code {proc.wait(timeout)}) before answering")
+    return line.strip()
+
+
+def _reap(proc):
+    """Terminate a tool (KILL after a grace period) and close its pipes."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for f in (proc.stdin, proc.stdout):
+        if f:
+            try:
+                f.close()
+            except OSError:
+                pass
 
 
 def run_tcp(relays, specs, *, prefix=(), timeout=TIMEOUT):
     """Plain TCP ping-pong through ``relays`` chained byte relays (0: direct)."""
-    pingpong, relay = native_tools()
+    tools = native_tools()
     procs = []
     try:
         def start(*args):
             procs.append(subprocess.Popen([*prefix, *map(str, args)], stdout=subprocess.PIPE,
                                           text=True))
-            return _port(procs[-1], timeout)
+            word, port = _line(procs[-1], timeout).split()
+            return port
 
-        port = start(pingpong, "server", "127.0.0.1", 0)
+        port = start(tools["coc_pingpong"], "server", "127.0.0.1", 0)
         for _ in range(relays):
-            port = start(relay, "127.0.0.1", 0, "127.0.0.1", port)
-        out = subprocess.run([*prefix, str(pingpong), "client", "127.0.0.1", port,
+            port = start(tools["coc_relay"], "127.0.0.1", 0, "127.0.0.1", port)
+        out = subprocess.run([*prefix, str(tools["coc_pingpong"]), "client", "127.0.0.1", port,
                               *(f"{s}:{n}" for s, n in specs)], capture_output=True,
                              text=True, timeout=timeout * len(specs), check=True).stdout
     finally:
         for p in reversed(procs):
-            p.terminate()
-            p.wait(timeout=timeout)
-            p.stdout.close()
+            _reap(p)
     return [dict(zip(("size", "iters", "median_ns", "p99_ns"), map(int, line.split())))
             for line in out.splitlines()]
 
 
-_RUNNERS = {"tcp": (run_tcp, 0), "relay1": (run_tcp, 1), "relay2": (run_tcp, 2),
-            "coc": (run_coc, 0), "gw1": (run_coc, 1), "gw2": (run_coc, 2)}
-
-
-def measure(sizes, *, pin=False, quick=False, repeat=1, options=None, transport="tcp",
-            progress=None):
-    """Run every path ``repeat`` times, interleaved, and return per-path median results."""
+def measure(sizes, *, endpoints=("c", "python"), pin=False, quick=False, repeat=1,
+            options=None, transport="tcp", progress=None):
+    """Run every path ``repeat`` times, interleaved; return per-path medians of the runs."""
     specs = [[s, iterations(s, quick)] for s in sizes]
     prefix = ("taskset", "-c", "0") if pin else ()
-    runs = {key: [] for key, _ in PATHS}
+    runs = {key: [] for key, _, _ in paths(endpoints)}
     for rep in range(repeat):
-        for key, _ in PATHS:
+        for key, _, run in paths(endpoints):
             if progress:
                 progress(f"run {rep + 1}/{repeat}: {key}{' (pinned)' if pin else ''}")
-            runner, hops = _RUNNERS[key]
-            kwargs = {"options": options, "transport": transport} if runner is run_coc else {}
-            runs[key].append(runner(hops, specs, prefix=prefix, **kwargs))
+            kwargs = {} if run.func is run_tcp else {"options": options,
+                                                      "transport": transport}
+            runs[key].append(run(specs, prefix=prefix, **kwargs))
     return {key: [{"size": rows[0]["size"], "iters": rows[0]["iters"],
                    "median_ns": statistics.median(r["median_ns"] for r in rows),
                    "p99_ns": statistics.median(r["p99_ns"] for r in rows)}
@@ -246,14 +336,18 @@ def _metric(results, key, size, metric):
 def ratios(results):
     """Return the ratios issue 3 names: ``[(title, value, comparison, target, met)]``."""
     out = []
-    for title, num, den, metric, cmp, target in RATIOS:
-        size = 8 if metric == "latency" else 4 << 20
-        a, b = _metric(results, num, size, metric), _metric(results, den, size, metric)
-        if a is None or b is None:
-            continue
-        value = a / b
-        met = {"<=": value <= target, "<": value < target, ">=": value >= target}[cmp]
-        out.append((title, value, cmp, target, met))
+    for kind, label in ENDPOINTS.items():
+        for title, gateways, ref, metric, cmp, target in RATIOS:
+            size = 8 if metric == "latency" else 4 << 20
+            key = _coc_key(kind, gateways)
+            if key not in results:
+                continue
+            a, b = _metric(results, key, size, metric), _metric(results, ref, size, metric)
+            if a is None or b is None:
+                continue
+            value = a / b
+            met = {"<=": value <= target, "<": value < target, ">=": value >= target}[cmp]
+            out.append((f"{label}: {title}", value, cmp, target, met))
     return out
 
 
@@ -266,21 +360,23 @@ def _size_text(size):
 
 def format_report(results, title):
     """Return the latency and bandwidth tables and the ratios as text."""
-    sizes = [r["size"] for r in results[PATHS[0][0]]]
-    head = f"{'size':>8} " + " ".join(f"{name:>16}" for _, name in PATHS)
+    titles = {key: name for key, name, _ in paths(ENDPOINTS)}
+    keys = list(results)
+    sizes = [r["size"] for r in results[keys[0]]]
+    head = f"{'size':>8}" + "".join(f"{titles[k]:>15}" for k in keys)
     lines = [title, "", "half round trip, median / p99 (µs)", head]
     for i, size in enumerate(sizes):
-        cells = (f"{results[k][i]['median_ns'] / 1e3:.1f} / {results[k][i]['p99_ns'] / 1e3:.1f}"
-                 for k, _ in PATHS)
-        lines.append(f"{_size_text(size):>8} " + " ".join(f"{c:>16}" for c in cells))
+        cells = (f"{results[k][i]['median_ns'] / 1e3:.1f}/{results[k][i]['p99_ns'] / 1e3:.0f}"
+                 for k in keys)
+        lines.append(f"{_size_text(size):>8}" + "".join(f"{c:>15}" for c in cells))
     lines += ["", "ping-pong bandwidth, size / median half round trip (MB/s)", head]
     for i, size in enumerate(sizes):
         if size >= 4096:
-            cells = (f"{size / results[k][i]['median_ns'] * 1e3:.0f}" for k, _ in PATHS)
-            lines.append(f"{_size_text(size):>8} " + " ".join(f"{c:>16}" for c in cells))
+            cells = (f"{size / results[k][i]['median_ns'] * 1e3:.0f}" for k in keys)
+            lines.append(f"{_size_text(size):>8}" + "".join(f"{c:>15}" for c in cells))
     lines += ["", "ratios (issue 3 targets)"]
     for name, value, cmp, target, met in ratios(results):
-        lines.append(f"  {name:<46} {value:5.2f}  target {cmp} {target}  "
+        lines.append(f"  {name:<50} {value:5.2f}  target {cmp} {target}  "
                      f"{'met' if met else 'MISSED'}")
     return "\n".join(lines)
 
@@ -293,12 +389,13 @@ def _bench(args):
                                  ("forward_window", args.forward_window),
                                  ("spin_ns", args.spin_ns)) if v}
     modes = {"no": [False], "yes": [True], "both": [False, True]}[args.pin]
+    endpoints = list(ENDPOINTS) if args.endpoints == "both" else [args.endpoints]
     report = {"command": " ".join(sys.argv), "cpus": os.cpu_count(), "repeat": args.repeat,
               "options": options, "transport": args.transport, "runs": {}}
     for pin in modes:
         label = "pinned to CPU 0" if pin else "unpinned"
-        results = measure(sizes, pin=pin, quick=args.quick, repeat=args.repeat,
-                          options=options, transport=args.transport,
+        results = measure(sizes, endpoints=endpoints, pin=pin, quick=args.quick,
+                          repeat=args.repeat, options=options, transport=args.transport,
                           progress=lambda msg: print(msg, file=sys.stderr, flush=True))
         print(format_report(results, f"coc bench engine, {label}, coc over {args.transport}, "
                                      f"median of {args.repeat} run(s)"))
@@ -332,6 +429,9 @@ def register(patterns):
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run every path N times, interleaved, and report medians")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--endpoints", choices=["c", "python", "both"], default="both",
+                   help="coc endpoints in C (the engine alone), in Python (through the "
+                        "binding), or both")
     p.add_argument("--transport", choices=["tcp", "any"], default="tcp",
                    help="coc endpoints reach each other over TCP like the references (tcp), "
                         "or may use the engine's same-host path (any)")
@@ -353,7 +453,7 @@ def _echo(eng, peer):
     while True:
         st = eng.irecv(buf, peer, _engine.ANY_TAG).wait(TIMEOUT)
         if st.tag == STOP_TAG:
-            return []
+            return
         eng.isend(buf[:st.count], peer).wait(TIMEOUT)
 
 
@@ -376,7 +476,7 @@ def _client(eng, peer, specs):
 
 
 def _endpoint_main():
-    """Be one endpoint: config line → address; update line → run role → results."""
+    """Be one endpoint: config line → address; update line → ok, run → results line."""
     from coc._native import engine as _engine
 
     def reply(obj):
@@ -391,12 +491,11 @@ def _endpoint_main():
         update = json.loads(sys.stdin.readline())
         apply_update(eng, {int(k): v for k, v in update["peers"].items()},
                      parse_routes(update["routes"]))
+        reply({"ok": True})
         if cfg["role"] == "echo":
-            reply({"ok": True})
-            results = _echo(eng, peer)
+            _echo(eng, peer)
         else:
-            results = _client(eng, peer, cfg["specs"])
-            reply({"ok": True, "results": results})
+            reply({"results": _client(eng, peer, cfg["specs"])})
         sys.stdin.read()  # until EOF: the driver's signal to exit
         reply({"exit": "eof", "stats": eng.stats()})
     return 0

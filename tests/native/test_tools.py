@@ -55,3 +55,13 @@ def test_pingpong_rejects_bad_sizes(tools):
     result = subprocess.run([str(tools[0]), "client", "127.0.0.1", "1", f"{8 << 20}:1"],
                             capture_output=True, text=True, timeout=TIMEOUT)
     assert result.returncode == 2 and "bad SIZE:ITERS" in result.stderr
+
+
+@pytest.mark.parametrize("endpoints", ["c", "python"])
+@pytest.mark.parametrize("gateways", [0, 2])
+def test_engine_pingpong_through_gateways(tools, endpoints, gateways):
+    from coc.bench.engine import run_coc
+
+    rows = run_coc(gateways, [[8, 20], [1 << 20, 5]], endpoints=endpoints, timeout=TIMEOUT)
+    assert [(r["size"], r["iters"]) for r in rows] == [(8, 20), (1 << 20, 5)]
+    assert all(0 < r["median_ns"] <= r["p99_ns"] for r in rows)
