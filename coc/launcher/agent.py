@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import sys
+import traceback
 
 from coc.errors import CocError
 from coc.launcher import protocol
@@ -106,7 +107,14 @@ class Agent:
         await self.send({"type": "hello", "pid": os.getpid(), "hostname": socket.gethostname(),
                          "python": sys.executable})
         reading = asyncio.create_task(self.read_loop())
-        await self.stop_requested.wait()
+        stop = asyncio.create_task(self.stop_requested.wait())
+        await asyncio.wait([reading, stop], return_when=asyncio.FIRST_COMPLETED)
+        if reading.done() and reading.exception() is not None:
+            # a bug here must not leave the site's processes running unwatched
+            error = reading.exception()
+            text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            await self.send({"type": "error", "fatal": True, "message": f"agent failed: {text}"})
+            self.stop(self.grace)
         await self.stopping
         reading.cancel()
         await self.send({"type": "done"})
@@ -130,8 +138,10 @@ class Agent:
         kind = message["type"]
         if kind == "job":
             await self.start_job(message)
+        elif kind == "gateways":
+            self.update_gateways(message["updates"])
         elif kind == "rendezvous":
-            await self.answer_rendezvous(message)
+            await self.answer_rendezvous(message["answers"])
         elif kind == "stdin":
             await self.forward_stdin(message)
         elif kind == "stop":
@@ -149,17 +159,23 @@ class Agent:
                                    gateway.get("env", {}), config=gateway.get("config"))
         for rank in job.get("ranks", ()):
             await self.start_child("rank", rank["rank"], rank["argv"], rank["env"],
-                                   stdin=rank.get("stdin", False))
+                                   stdin=rank.get("stdin", False), welcome=rank["welcome"])
         await self.send({"type": "started",
                          "pids": [{**c.key, "pid": c.process.pid} for c in self.children
                                   if c.process is not None]})
 
-    async def start_child(self, kind, ident, argv, env, *, stdin=False, config=None):
-        """Start one rank or gateway daemon in its own process group and watch it."""
+    async def start_child(self, kind, ident, argv, env, *, stdin=False, config=None,
+                          welcome=None):
+        """Start one rank or gateway daemon in its own process group and watch it.
+
+        A rank finds ``welcome`` (its endpoint id and the job's secret) waiting on its
+        rendezvous socket; a gateway daemon reads ``config`` as its first stdin line.
+        """
         environment = {**os.environ, **env}
         pass_fds = ()
         if kind == "rank":
             ours, theirs = socket.socketpair()
+            ours.sendall(protocol.encode({"type": "welcome", **welcome}))  # waits in the buffer
             environment[CONTROL_FD] = str(theirs.fileno())
             pass_fds = (theirs.fileno(),)
         try:
@@ -207,6 +223,8 @@ class Agent:
             if "address" in answer:
                 await self.send({"type": "address", "gateway": gateway.ident,
                                  "address": answer["address"]})
+            elif answer.get("ok"):
+                await self.send({"type": "ready", "gateway": gateway.ident})
             elif "error" in answer:
                 await self.send({"type": "error", "gateway": gateway.ident,
                                  "message": f"gateway daemon: {answer['error']}"})
@@ -228,13 +246,16 @@ class Agent:
             await self.send({"type": "address", "rank": rank, "address": message["address"]})
         return writer
 
-    async def answer_rendezvous(self, message):
-        """Give gateway daemons their peers, then every rank its answer, closing its socket."""
+    def update_gateways(self, updates):
+        """Give this site's gateway daemons their peers; each answers ``ready`` when done."""
         for child in self.children:
-            update = message.get("gateways", {}).get(str(child.ident))
+            update = updates.get(str(child.ident))
             if child.kind == "gateway" and update and not child.process.stdin.is_closing():
                 child.process.stdin.write(json.dumps(update).encode() + b"\n")
-        for rank, answer in message["answers"].items():
+
+    async def answer_rendezvous(self, answers):
+        """Hand every rank of this site its rendezvous answer and close its socket."""
+        for rank, answer in answers.items():
             task = self.rank_sockets.pop(int(rank), None)
             if task is None:
                 continue

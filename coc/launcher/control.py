@@ -48,6 +48,11 @@ def describe_exit(code, signum):
     return 128 + signum, f"was killed by signal {signum}{name}"
 
 
+def _others(peers, endpoint):
+    """Return ``peers`` without ``endpoint`` itself (an engine is not its own peer)."""
+    return {ident: address for ident, address in peers.items() if ident != endpoint}
+
+
 class AgentLink:
     """``coc-run``'s end of one site's agent: its process and control channel."""
 
@@ -88,6 +93,7 @@ class Job:
         self.running = {("rank", p.rank) for p in plan.placements}
         self.running |= {("gateway", g.endpoint) for g in plan.gateways}
         self.addresses = {}
+        self.ready = set()            # gateway daemons that have their peers
         self.outcome = None           # (exit status, message) of what ended the job
         self.stopping = False
         self.interrupts = 0
@@ -247,11 +253,18 @@ class Job:
         elif kind == "address":
             self.addresses[source] = message["address"]
             if len(self.addresses) == len(self.plan.placements) + len(self.plan.gateways):
+                self.update_gateways()
+        elif kind == "ready":
+            self.ready.add(source)
+            if len(self.ready) == len(self.plan.gateways):
                 self.answer_rendezvous()
         elif kind == "error":
             where = f" {source[0]} {source[1]}" if source else ""
-            print(f"coc-run: site {agent.site}{where}: {message['message']}", file=sys.stderr,
-                  flush=True)
+            text = f"coc-run: site {agent.site}{where}: {message['message']}"
+            if message.get("fatal"):
+                self.fail(1, text)
+            else:
+                print(text, file=sys.stderr, flush=True)
         elif kind == "done":
             agent.done = True
 
@@ -276,16 +289,27 @@ class Job:
         if not any(kind == "rank" for kind, _ in self.running):
             self.stop()
 
-    def answer_rendezvous(self):
-        """Send every rank its secret, peers and route table, through its site's agent."""
-        peers = {self.plan.endpoint(source): address
-                 for source, address in self.addresses.items()}
+    def _peers(self):
+        return {self.plan.endpoint(source): address for source, address in self.addresses.items()}
+
+    def update_gateways(self):
+        """Give every gateway daemon its peers; ranks are answered once all are ready."""
+        if not self.plan.gateways:
+            self.answer_rendezvous()
+            return
+        peers = self._peers()
         for site, agent in self.agents.items():
-            answers = {p.rank: self.plan.rendezvous_answer(p.rank, self.secret, peers)
-                       for p in self.plan.placements if p.site == site}
-            gateways = {g.endpoint: {"peers": peers} for g in self.plan.gateways
-                        if g.site == site}
-            agent.send({"type": "rendezvous", "answers": answers, "gateways": gateways})
+            agent.send({"type": "gateways", "updates": {
+                g.endpoint: {"peers": _others(peers, g.endpoint)}
+                for g in self.plan.gateways if g.site == site}})
+
+    def answer_rendezvous(self):
+        """Send every rank its peers and route table, through its site's agent."""
+        peers = self._peers()
+        for site, agent in self.agents.items():
+            agent.send({"type": "rendezvous", "answers": {
+                p.rank: self.plan.rendezvous_answer(p.rank, _others(peers, p.rank))
+                for p in self.plan.placements if p.site == site}})
 
     # -- stdin ------------------------------------------------------------------------------------
 

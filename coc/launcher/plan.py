@@ -130,7 +130,9 @@ class Plan:
         return {
             "type": "job", "job_id": self.job_id, "site": site, "grace": grace,
             "ranks": [{"rank": p.rank, "host": p.host, "argv": self.command,
-                       "env": self.rank_env(p.rank), "stdin": p.rank == 0}
+                       "env": self.rank_env(p.rank), "stdin": p.rank == 0,
+                       "welcome": {"rank": p.rank, "size": self.size, "self_id": p.rank,
+                                   "job_id": self.job_id, "secret": secret.hex()}}
                       for p in self.placements if p.site == site],
             "gateways": [{"endpoint": g.endpoint, "host": g.host,
                           "argv": [sys.executable, "-m", GATEWAY_MODULE],
@@ -140,10 +142,12 @@ class Plan:
                          for g in self.gateways if g.site == site],
         }
 
-    def rendezvous_answer(self, rank, secret, peers):
-        """Return what rank ``rank`` receives once every endpoint's address is known."""
-        return {"rank": rank, "size": self.size, "self_id": rank, "job_id": self.job_id,
-                "secret": secret.hex(), "peers": peers, "routes": self.route_table(rank)}
+    def rendezvous_answer(self, rank, peers):
+        """Return what rank ``rank`` receives once every endpoint's address is known.
+
+        ``peers`` maps every other endpoint (ranks and gateway daemons) to its address.
+        """
+        return {"peers": peers, "routes": self.route_table(rank)}
 
 
 def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="topology",

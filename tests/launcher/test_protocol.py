@@ -8,7 +8,15 @@ import pytest
 
 from coc.errors import LaunchError, ProtocolError
 from coc.launcher import protocol
-from coc.launcher.rankside import rendezvous
+from coc.launcher.rankside import _state, credentials, rendezvous
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rank_side():
+    """Each test is a new rank: forget the socket and welcome of the one before."""
+    _state.update(socket=None, welcome=None)
+    yield
+    _state.update(socket=None, welcome=None)
 
 
 def _read_all(data):
@@ -49,24 +57,35 @@ def test_rendezvous_outside_coc_run_says_how_to_start_the_program():
         rendezvous("tcp://127.0.0.1:1", environ={})
 
 
-def test_rendezvous_reports_a_torn_down_job():
+def _agent_end(*messages):
+    """Return (agent's socket, the fd a rank would inherit) with ``messages`` already sent."""
     ours, theirs = socket.socketpair()
+    for message in messages:
+        ours.sendall(protocol.encode(message))
+    return ours, {"COC_CONTROL_FD": str(theirs.detach())}
+
+
+WELCOME = {"type": "welcome", "rank": 1, "size": 2, "self_id": 1, "job_id": "j",
+           "secret": "ab" * 16}
+
+
+def test_rendezvous_reports_a_torn_down_job():
+    ours, environ = _agent_end(WELCOME)
     ours.close()
     with pytest.raises(LaunchError, match="torn down before the rendezvous completed"):
-            rendezvous("tcp://x", environ={"COC_CONTROL_FD": str(theirs.detach())})
+        rendezvous("tcp://x", environ=environ)
 
 
-def test_rendezvous_answer_is_decoded_with_integer_endpoint_ids():
-    ours, theirs = socket.socketpair()
-    answer = {"type": "rendezvous", "rank": 1, "size": 2, "self_id": 1, "job_id": "j",
-              "secret": "ab" * 16, "peers": {"0": "tcp://a", "1": "tcp://b"},
-              "routes": {"0": [[2, 1000]]}}
-    ours.sendall(protocol.encode(answer))
-    info = rendezvous("tcp://b", environ={"COC_CONTROL_FD": str(theirs.detach())})
+def test_credentials_come_first_then_the_rendezvous_answer_with_integer_ids():
+    ours, environ = _agent_end(WELCOME, {"type": "rendezvous", "peers": {"0": "tcp://a"},
+                                         "routes": {"0": [[2, 1000]]}})
+    assert credentials(environ) == {"rank": 1, "size": 2, "self_id": 1, "job_id": "j",
+                                    "secret": bytes.fromhex("ab" * 16)}
+    info = rendezvous("tcp://b", environ=environ)
     header = ours.recv(4)
     assert protocol.decode(ours.recv(protocol.decode_length(header))) == \
         {"type": "address", "address": "tcp://b"}
     ours.close()
-    assert info["secret"] == bytes.fromhex("ab" * 16)
-    assert info["peers"] == {0: "tcp://a", 1: "tcp://b"}
+    assert info["secret"] == bytes.fromhex("ab" * 16) and info["self_id"] == 1
+    assert info["peers"] == {0: "tcp://a"}
     assert info["routes"] == {0: [(2, 1000)]}

@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from coc.launcher.plan import gateway_daemon_available
+
 from launcher_helpers import assert_all_gone, program, recorded_pids, wait_for_files
 
 
@@ -87,12 +89,25 @@ def test_rendezvous_hands_out_secret_peers_and_routes(coc_run):
     assert [a["self_id"] for a in answers] == [0, 1, 2]
     assert {a["size"] for a in answers} == {3}
     assert len({a["secret"] for a in answers}) == 1 and len(answers[0]["secret"]) == 64
-    for r in range(3):
-        assert answers[0]["peers"][str(r)] == f"tcp://127.0.0.1:{20000 + r}"
+    for a in answers:                     # every other endpoint; ids from 3 are gateways
+        assert {k: v for k, v in a["peers"].items() if int(k) < 3} == \
+            {str(r): f"tcp://127.0.0.1:{20000 + r}" for r in range(3) if r != a["rank"]}
     for a in answers:
         assert set(a["routes"]) == {str(r) for r in range(3) if r != a["rank"]}
     # ranks 0 and 1 share host a1: their route to each other is direct
     assert answers[0]["routes"]["1"] == [[1, 1]]
+
+
+@pytest.mark.skipif(not gateway_daemon_available(), reason="the engine is not built")
+def test_real_engines_pass_a_ring_message_across_sites_through_gateway_daemons(coc_run):
+    result = coc_run("-n", 4, program("engine_ring.py"))
+    assert result.returncode == 0, result.stderr
+    answers = {a["rank"]: a for a in map(json.loads, result.stdout.splitlines())}
+    assert {r: a["got"] for r, a in answers.items()} == \
+        {r: f"hello from {(r - 1) % 4}" for r in range(4)}
+    # ranks 0, 1 on site a; 2, 3 on site b; a-gw is endpoint 4, b-gw endpoint 5
+    assert answers[1]["routes"] == {"0": [[0, 1]], "2": [[4, 1000]], "3": [[4, 1000]]}
+    assert answers[2]["routes"]["1"] == [[5, 1000]]
 
 
 def test_the_secret_is_in_no_command_line_and_no_environment(coc_run):
