@@ -86,3 +86,15 @@ def test_an_allocation_of_other_hosts_is_ignored_and_said_so(capsys, monkeypatch
     monkeypatch.setenv("SLURM_JOB_NODELIST", "node[01-02]")
     assert cli.main(["--dry-run", "true"]) == 0
     assert "hosts from: topology (slurm job 4712 names no host of it)" in capsys.readouterr().out
+
+
+def test_docs_list_every_option_and_every_rank_variable():
+    from pathlib import Path
+
+    from coc.launcher.environment import RANK_VARIABLES
+
+    docs = (Path(__file__).parents[2] / "docs" / "launcher.md").read_text()
+    for flags, _ in cli._OPTIONS:
+        assert f"`{flags[0]}" in docs, flags
+    for variable, meaning in RANK_VARIABLES.items():
+        assert f"| `{variable}` | {meaning} |" in docs, variable
