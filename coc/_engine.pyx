@@ -15,6 +15,7 @@ from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_WRI
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport getpid
 
 cimport coc._cengine as c
@@ -90,23 +91,28 @@ def selftest():
     check(rc, "engine self-test")
 
 
-cdef int64_t _slice_ns(object deadline):
-    """Return the length of the next wait slice, given a monotonic deadline or None."""
-    if deadline is None:
-        return SLICE_NS
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        return 0
-    return min(SLICE_NS, <int64_t>(remaining * 1e9))
+cdef int64_t _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <int64_t>ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 
 
-cdef object _deadline(object timeout):
-    """Turn a timeout in seconds (or None: no limit) into a monotonic deadline."""
+cdef int64_t _deadline(object timeout) except -2:
+    """Turn a timeout in seconds (None: no limit) into a monotonic deadline in ns (-1: none)."""
     if timeout is None:
-        return None
+        return -1
     if timeout < 0:
         raise ValueError(f"timeout must be >= 0 or None, not {timeout!r}")
-    return time.monotonic() + timeout
+    return _now_ns() + <int64_t>(timeout * 1e9)
+
+
+cdef int64_t _slice_ns(int64_t deadline) noexcept nogil:
+    """Return the length of the next wait slice (0 once the deadline has passed)."""
+    cdef int64_t remaining
+    if deadline < 0:
+        return SLICE_NS
+    remaining = deadline - _now_ns()
+    return 0 if remaining <= 0 else min(<int64_t>SLICE_NS, remaining)
 
 
 cdef class Status:
@@ -262,7 +268,8 @@ cdef class Request:
         cdef int rc
         cdef int64_t ns
         cdef c.coc_request *r
-        if self._poll():  # already complete: no GIL hand-off, no clock
+        cdef int64_t deadline
+        if self._result is not None:
             return self._outcome()
         deadline = _deadline(timeout)
         while True:
@@ -286,7 +293,7 @@ cdef class Request:
             if rc != c.COC_ETIMEDOUT:
                 check(rc, self._what())
             PyErr_CheckSignals()
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline >= 0 and _now_ns() >= deadline:
                 raise _errors.CocTimeoutError(f"{self._what()}: not complete after {timeout} s")
 
     def cancel(self):
@@ -516,7 +523,7 @@ cdef class Engine:
         cdef int64_t ns
         cdef int32_t s = source, t = tag
         cdef uint32_t ctx = context
-        deadline = _deadline(timeout)
+        cdef int64_t deadline = _deadline(timeout)
         while True:
             ns = _slice_ns(deadline)
             self._enter()
@@ -528,7 +535,7 @@ cdef class Engine:
             if rc != c.COC_ETIMEDOUT:
                 check(rc, "probe")
             PyErr_CheckSignals()
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline >= 0 and _now_ns() >= deadline:
                 raise _errors.CocTimeoutError(f"probe: no matching message after {timeout} s")
 
     def stats(self):
