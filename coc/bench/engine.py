@@ -7,11 +7,12 @@ endpoints and reports half-round-trip latency (median, p99) and ping-pong bandwi
 - (a) plain TCP ping-pong (``native/tools/coc_pingpong.c``), direct;
 - (b) the same through one minimal epoll byte relay (``native/tools/coc_relay.c``);
 - (c) through two chained relays (PACX-MPI's two-daemon shape);
-- coc endpoints (Python, through the binding) directly, through one gateway daemon and
-  through two.
+- coc endpoints directly, through one gateway daemon and through two; the endpoints are
+  C programs on the engine alone (``native/tools/coc_enginepong.c``, like for like with
+  the C references) and Python programs through the binding (what users get).
 
 It prints the ratios issue 3 sets targets for. Run as ``python -m coc.bench.engine`` this
-module is instead one coc endpoint of the benchmark, driven through the gateway protocol.
+module is instead one Python endpoint of the benchmark, driven through the gateway protocol.
 """
 
 import functools
