@@ -109,12 +109,13 @@ def die_mid_send(eng, conn, dest, size, after):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def wait_forever(eng, conn):
-    """Block in a receive nobody sends; report the time KeyboardInterrupt ends it."""
+def wait_forever(eng, conn, how):
+    """Block in a receive ("wait") or probe nobody answers; return when Ctrl-C ended it."""
     req = eng.irecv(bytearray(8), engine.ANY_SOURCE)
+    block = req.wait if how == "wait" else lambda: eng.probe(tag=5)
     conn.send("waiting")
     try:
-        req.wait()
+        block()
     except KeyboardInterrupt:
         return time.monotonic()
     return None

@@ -291,8 +291,9 @@ def test_peer_dying_mid_message_raises_peer_lost(open_engine, spawn):
     assert child.proc.exitcode == -signal.SIGKILL
 
 
-def test_ctrl_c_interrupts_a_blocked_wait(spawn):
-    child = spawn(2, "wait_forever")
+@pytest.mark.parametrize("how", ["wait", "probe"])
+def test_ctrl_c_interrupts_a_blocked_wait(spawn, how):
+    child = spawn(2, "wait_forever", how=how)
     child.connect({}, {})
     assert child.recv() == "waiting"
     time.sleep(0.2)  # let it enter the wait
