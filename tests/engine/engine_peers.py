@@ -39,6 +39,15 @@ def run(conn, self_id, secret, engine_kwargs, scenario, args, hold):
         conn.send(("error", type(exc).__name__, str(exc), traceback.format_exc()))
 
 
+def rss_bytes(pid):
+    """Return the resident memory of process ``pid``."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
 def payload(seq, size):
     """Bytes of message ``seq``: its number in the first 8 bytes, then a pattern."""
     buf = np.full(size, seq % 251, dtype=np.uint8)

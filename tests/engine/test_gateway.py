@@ -25,14 +25,6 @@ def _round_trips(me, peer, sizes):
         assert (out == data).all()
 
 
-def _rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
-
-
 def test_one_gateway_is_the_only_path(open_engine, spawn, gateway):
     me = open_engine(1, eager_limit=EAGER)
     child = spawn(2, "echo", peer=1, count=len(SIZES), engine_kwargs={"eager_limit": EAGER})
@@ -108,13 +100,13 @@ def test_gateway_memory_stays_bounded_when_receiver_stops_reading(open_engine, s
     me.set_route(2, [10])
     child.connect({10: gw.address}, {1: [10]})
     assert child.recv() == "posted"
-    baseline = _rss_bytes(gw.pid)
+    baseline = engine_peers.rss_bytes(gw.pid)
     os.kill(child.proc.pid, signal.SIGSTOP)
     try:
         sends = [me.isend(engine_peers.payload(i, msg), 2) for i in range(count)]
         time.sleep(3)
         stalled = gw.stats()
-        grown = _rss_bytes(gw.pid) - baseline
+        grown = engine_peers.rss_bytes(gw.pid) - baseline
         done = sum(r.done for r in sends)
     finally:
         os.kill(child.proc.pid, signal.SIGCONT)
