@@ -41,6 +41,8 @@ _MULTI_HEAD = struct.Struct("<BIQI")        # kind, sequence, stream bytes, buff
 def post(comm, buf, dest, tag, ctx):
     """Start sending ``buf`` to rank ``dest`` of ``comm``; return the engine request."""
     world = comm._world
+    if not 0 <= dest < comm.size:
+        raise ValueError(f"{comm.name}: destination rank {dest} out of range 0..{comm.size - 1}")
     target = comm._ranks[dest]
     req = world.engine.isend(buf, target, tag, comm._context + ctx)
     world.count(target, memoryview(buf).nbytes)

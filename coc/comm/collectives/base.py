@@ -62,14 +62,14 @@ def use_topology(comm, algorithm=None):
 class Call:
     """The messages of one collective call on ``comm`` (see the module docstring)."""
 
-    def __init__(self, comm, kind, root=None):
-        self.comm, self.kind, self.root = comm, kind, root
+    def __init__(self, comm, kind, root=None, buffer=False):
+        self.comm, self.kind, self.root, self.buffer = comm, kind, root, buffer
         self.tag = comm._next_collective_tag()
         self.sends = []
 
     def send(self, value, dest):
-        """Start sending ``value`` (object, or NumPy array as a buffer) to rank ``dest``."""
-        if isinstance(value, np.ndarray):
+        """Start sending ``value`` (an object, or a NumPy array for buffer calls) to ``dest``."""
+        if self.buffer:
             self.sends.append(transport.post(self.comm, contiguous(value), dest,
                                              self.tag, transport.COLL_BUF))
         else:

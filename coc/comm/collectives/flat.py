@@ -23,7 +23,7 @@ def _like(value, buffer):
 
 def barrier(comm):
     """Return once every rank has entered (dissemination: log2(size) rounds)."""
-    c = Call(comm, "barrier")
+    c = Call(comm, "barrier", buffer=True)
     token = np.empty(0, np.uint8)
     dist = 1
     while dist < comm.size:
@@ -35,7 +35,7 @@ def barrier(comm):
 
 def bcast(comm, value, root, buffer=False):
     """Return ``value`` of ``root`` on every rank (binomial tree)."""
-    c = Call(comm, "bcast", root)
+    c = Call(comm, "bcast", root, buffer)
     size, rank = comm.size, comm.rank
     rel, mask = (rank - root) % size, 1
     while mask < size:
@@ -56,14 +56,14 @@ def reduce(comm, value, op, root, buffer=False):
     """Return ``op`` over every rank's ``value`` at ``root`` (None elsewhere), in rank order."""
     if not op.commute and root != 0:
         result = yield from reduce(comm, value, op, 0, buffer)
-        c = Call(comm, "reduce", root)
+        c = Call(comm, "reduce", root, buffer)
         if comm.rank == 0:
             c.send(result, root)
         elif comm.rank == root:
             result = yield from c.recv(0, into=_like(value, buffer))
         yield from c.finish()
         return result if comm.rank == root else None
-    c = Call(comm, "reduce", root)
+    c = Call(comm, "reduce", root, buffer)
     size, rank = comm.size, comm.rank
     rel, mask, acc = (rank - root) % size, 1, value
     while mask < size:
@@ -82,7 +82,7 @@ def allreduce(comm, value, op, buffer=False):
     """Return ``op`` over every rank's ``value`` on every rank."""
     size, rank = comm.size, comm.rank
     if size & (size - 1) == 0:               # recursive doubling
-        c = Call(comm, "allreduce")
+        c = Call(comm, "allreduce", buffer=buffer)
         acc, mask = value, 1
         while mask < size:
             partner = rank ^ mask
@@ -151,7 +151,7 @@ def alltoall(comm, values):
 
 def scan(comm, value, op, exclusive=False, buffer=False):
     """Return ``op`` over ranks ``0..rank`` (``exclusive``: ``0..rank-1``, None at rank 0)."""
-    c = Call(comm, "exscan" if exclusive else "scan")
+    c = Call(comm, "exscan" if exclusive else "scan", buffer=buffer)
     rank = comm.rank
     prev = None
     if rank > 0:
@@ -169,7 +169,7 @@ def _pieces(arr, counts, displs):
 
 def gatherv(comm, send, recv, root):
     """Gather ``send`` of every rank into the pieces of ``recv`` = (array, counts, displs)."""
-    c = Call(comm, "gatherv", root)
+    c = Call(comm, "gatherv", root, buffer=True)
     if comm.rank != root:
         c.send(send, root)
         yield from c.finish()
@@ -182,7 +182,7 @@ def gatherv(comm, send, recv, root):
 
 def scatterv(comm, send, recv, root):
     """Scatter the pieces of ``send`` = (array, counts, displs) at ``root`` into ``recv``."""
-    c = Call(comm, "scatterv", root)
+    c = Call(comm, "scatterv", root, buffer=True)
     if comm.rank != root:
         yield from c.recv(root, into=recv)
         return
@@ -197,7 +197,7 @@ def scatterv(comm, send, recv, root):
 
 def alltoallv(comm, send, recv):
     """Send piece ``r`` of ``send`` to rank ``r``; receive rank ``r``'s into piece ``r`` of ``recv``."""
-    c = Call(comm, "alltoallv")
+    c = Call(comm, "alltoallv", buffer=True)
     out, into = _pieces(*send), _pieces(*recv)
     for r in range(comm.size):
         if r != comm.rank:

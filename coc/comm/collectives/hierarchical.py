@@ -19,7 +19,7 @@ __all__ = ["barrier", "bcast", "reduce", "allreduce", "gather", "allgather", "al
 
 def _move(local, value, source, dest, into):
     """Pass ``value`` from local rank ``source`` to local rank ``dest`` (generator)."""
-    c = Call(local, "move", source)
+    c = Call(local, "move", source, buffer=into is not None)
     if local.rank == source:
         c.send(value, dest)
     elif local.rank == dest:

@@ -1,0 +1,71 @@
+"""Object collectives checked against locally computed answers: roots, sizes, ops, algorithms."""
+
+import functools
+
+import numpy as np
+from checks import Checks
+
+import coc
+
+comm = coc.init()
+rank, size = comm.rank, comm.size
+ok = Checks(comm)
+roots = sorted({0, size - 1, size // 2})
+
+
+def value(r, n):
+    """What rank ``r`` contributes for size ``n`` (an array beyond the in-band limit)."""
+    return {"r": r, "a": np.arange(n, dtype=np.int64) * (r + 1)}
+
+
+def fold(op, items):
+    return functools.reduce(op, items)
+
+
+for algorithm in ("flat", "topology", "auto"):
+    tag = f"[{algorithm}]"
+    comm.barrier(algorithm=algorithm)
+    for n in (1, 5000, 200_000):
+        for root in roots:
+            got = comm.bcast(value(root, n) if rank == root else None, root, algorithm=algorithm)
+            ok.equal(f"{tag} bcast n={n} root={root}", got, value(root, n))
+            got = comm.gather(value(rank, n), root, algorithm=algorithm)
+            ok.equal(f"{tag} gather n={n} root={root}", got,
+                     [value(r, n) for r in range(size)] if rank == root else None)
+            arr = comm.reduce(np.arange(n) * rank, coc.SUM, root, algorithm=algorithm)
+            ok.equal(f"{tag} reduce n={n} root={root}", arr,
+                     np.arange(n) * sum(range(size)) if rank == root else None)
+        ok.equal(f"{tag} allgather n={n}", comm.allgather(value(rank, n), algorithm=algorithm),
+                 [value(r, n) for r in range(size)])
+        ok.equal(f"{tag} alltoall n={n}",
+                 comm.alltoall([(rank, d, np.full(n // size, d)) for d in range(size)],
+                               algorithm=algorithm),
+                 [(s, rank, np.full(n // size, rank)) for s in range(size)])
+    ops = {"SUM": (coc.SUM, lambda r: r + 1), "PROD": (coc.PROD, lambda r: r + 1),
+           "MIN": (coc.MIN, lambda r: (r * 7) % 5), "MAX": (coc.MAX, lambda r: (r * 7) % 5),
+           "LAND": (coc.LAND, lambda r: r != 3), "LOR": (coc.LOR, lambda r: r == 2),
+           "BAND": (coc.BAND, lambda r: 0xFF ^ (1 << r)), "BOR": (coc.BOR, lambda r: 1 << r),
+           "MINLOC": (coc.MINLOC, lambda r: ((r * 7) % 5, r)),
+           "MAXLOC": (coc.MAXLOC, lambda r: ((r * 7) % 5, r))}
+    for name, (op, contribution) in ops.items():
+        expected = fold(op, [contribution(r) for r in range(size)])
+        ok.equal(f"{tag} allreduce {name}",
+                 comm.allreduce(contribution(rank), op, algorithm=algorithm), expected)
+    concat = coc.Op.Create(lambda a, b: a + b, commute=False)
+    ok.equal(f"{tag} allreduce user non-commutative",
+             comm.allreduce([rank], concat, algorithm=algorithm), list(range(size)))
+    ok.equal(f"{tag} reduce user function root", comm.reduce(
+        str(rank), lambda a, b: a + b, root=size - 1, algorithm=algorithm),
+        "".join(map(str, range(size))) if rank == size - 1 else None)
+
+for root in roots:
+    items = [("item", i) for i in range(size)] if rank == root else None
+    ok.equal(f"scatter root={root}", comm.scatter(items, root), ("item", rank))
+ok.equal("scan", comm.scan(rank + 1), sum(range(1, rank + 2)))
+ok.equal("exscan", comm.exscan(rank + 1), sum(range(1, rank + 1)) if rank else None)
+ok.equal("scan user", comm.scan([rank], coc.Op.Create(lambda a, b: a + b)),
+         list(range(rank + 1)))
+
+# Mismatched roots and lengths give a clear error on some rank (checked in test_errors).
+comm.barrier()
+ok.report()
