@@ -40,6 +40,7 @@ PAGE = 4096
 CLIENT, ECHO, FIRST_GATEWAY = 1, 2, 10
 STOP_TAG = 1
 TIMEOUT = 60.0
+SOCKBUF = 4 << 20  # what the engine asks SO_SNDBUF/SO_RCVBUF to be (native/src/sock.h)
 
 # The references: (key, column title, relays on the path).
 REFERENCES = [("tcp", "TCP (a)", 0), ("relay1", "1 relay (b)", 1), ("relay2", "2 relays (c)", 2)]
@@ -283,23 +284,28 @@ def _reap(proc):
                 pass
 
 
-def run_tcp(relays, specs, *, prefix=(), timeout=TIMEOUT):
-    """Plain TCP ping-pong through ``relays`` chained byte relays (0: direct)."""
+def run_tcp(relays, specs, *, prefix=(), sockbuf=0, timeout=TIMEOUT):
+    """Plain TCP ping-pong through ``relays`` chained byte relays (0: direct).
+
+    ``sockbuf`` sets SO_SNDBUF/SO_RCVBUF on every socket (0: the kernel's autotuning).
+    """
     tools = native_tools()
+    tuning = ("-b", sockbuf) if sockbuf else ()
     procs = []
     try:
-        def start(*args):
-            procs.append(subprocess.Popen([*prefix, *map(str, args)], stdout=subprocess.PIPE,
-                                          text=True))
+        def start(tool, *args):
+            procs.append(subprocess.Popen([*prefix, *map(str, (tools[tool], *tuning, *args))],
+                                          stdout=subprocess.PIPE, text=True))
             word, port = _line(procs[-1], timeout).split()
             return port
 
-        port = start(tools["coc_pingpong"], "server", "127.0.0.1", 0)
+        port = start("coc_pingpong", "server", "127.0.0.1", 0)
         for _ in range(relays):
-            port = start(tools["coc_relay"], "127.0.0.1", 0, "127.0.0.1", port)
-        out = subprocess.run([*prefix, str(tools["coc_pingpong"]), "client", "127.0.0.1", port,
-                              *(f"{s}:{n}" for s, n in specs)], capture_output=True,
-                             text=True, timeout=timeout * len(specs), check=True).stdout
+            port = start("coc_relay", "127.0.0.1", 0, "127.0.0.1", port)
+        out = subprocess.run([*prefix, *map(str, (tools["coc_pingpong"], *tuning)), "client",
+                              "127.0.0.1", port, *(f"{s}:{n}" for s, n in specs)],
+                             capture_output=True, text=True, timeout=timeout * len(specs),
+                             check=True).stdout
     finally:
         for p in reversed(procs):
             _reap(p)
@@ -308,7 +314,7 @@ def run_tcp(relays, specs, *, prefix=(), timeout=TIMEOUT):
 
 
 def measure(sizes, *, endpoints=("c", "python"), pin=False, quick=False, repeat=1,
-            options=None, transport="tcp", progress=None):
+            options=None, transport="tcp", sockbuf=SOCKBUF, progress=None):
     """Run every path ``repeat`` times, interleaved; return per-path medians of the runs."""
     specs = [[s, iterations(s, quick)] for s in sizes]
     prefix = ("taskset", "-c", "0") if pin else ()
@@ -317,8 +323,8 @@ def measure(sizes, *, endpoints=("c", "python"), pin=False, quick=False, repeat=
         for key, _, run in paths(endpoints):
             if progress:
                 progress(f"run {rep + 1}/{repeat}: {key}{' (pinned)' if pin else ''}")
-            kwargs = {} if run.func is run_tcp else {"options": options,
-                                                      "transport": transport}
+            kwargs = ({"sockbuf": sockbuf} if run.func is run_tcp else
+                      {"options": options, "transport": transport})
             runs[key].append(run(specs, prefix=prefix, **kwargs))
     return {key: [{"size": rows[0]["size"], "iters": rows[0]["iters"],
                    "median_ns": statistics.median(r["median_ns"] for r in rows),
@@ -392,11 +398,13 @@ def _bench(args):
     modes = {"no": [False], "yes": [True], "both": [False, True]}[args.pin]
     endpoints = list(ENDPOINTS) if args.endpoints == "both" else [args.endpoints]
     report = {"command": " ".join(sys.argv), "cpus": os.cpu_count(), "repeat": args.repeat,
-              "options": options, "transport": args.transport, "runs": {}}
+              "options": options, "transport": args.transport, "sockbuf": args.sockbuf,
+              "runs": {}}
     for pin in modes:
         label = "pinned to CPU 0" if pin else "unpinned"
         results = measure(sizes, endpoints=endpoints, pin=pin, quick=args.quick,
                           repeat=args.repeat, options=options, transport=args.transport,
+                          sockbuf=args.sockbuf,
                           progress=lambda msg: print(msg, file=sys.stderr, flush=True))
         print(format_report(results, f"coc bench engine, {label}, coc over {args.transport}, "
                                      f"median of {args.repeat} run(s)"))
@@ -433,6 +441,9 @@ def register(patterns):
     p.add_argument("--endpoints", choices=["c", "python", "both"], default="both",
                    help="coc endpoints in C (the engine alone), in Python (through the "
                         "binding), or both")
+    p.add_argument("--sockbuf", type=int, default=SOCKBUF, metavar="BYTES",
+                   help="SO_SNDBUF/SO_RCVBUF of the references' sockets, as the engine sets "
+                        "its own (default 4 MiB; 0: the kernel's autotuning)")
     p.add_argument("--transport", choices=["tcp", "any"], default="tcp",
                    help="coc endpoints reach each other over TCP like the references (tcp), "
                         "or may use the engine's same-host path (any)")

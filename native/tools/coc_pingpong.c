@@ -1,11 +1,12 @@
 /*
  * coc_pingpong — plain TCP ping-pong, the direct reference (a) of `coc bench engine`.
  *
- *   coc_pingpong server HOST PORT          echo one connection's messages, then exit
- *   coc_pingpong client HOST PORT SIZE:ITERS ...
+ *   coc_pingpong [-b SOCKBUF] server HOST PORT     echo one connection's messages, then exit
+ *   coc_pingpong [-b SOCKBUF] client HOST PORT SIZE:ITERS ...
  *
  * A message is a 4-byte length and the payload, sent with one send() and read with as
- * few recv() calls as the kernel allows, into page-aligned buffers, with TCP_NODELAY. The
+ * few recv() calls as the kernel allows, into page-aligned buffers, with TCP_NODELAY (and
+ * SO_SNDBUF/SO_RCVBUF of SOCKBUF bytes with -b; default: the kernel's autotuning). The
  * server prints "port N" once listening (PORT 0: any free port). For each SIZE:ITERS the
  * client runs ITERS/10+2 warm-up round trips, then ITERS timed ones, and prints
  *   SIZE ITERS MEDIAN_NS P99_NS
@@ -46,9 +47,16 @@ static struct sockaddr_in addr_of(const char *host, const char *port) {
     return a;
 }
 
+/* SO_SNDBUF/SO_RCVBUF to ask for (-b BYTES); 0 leaves the kernel's autotuning. */
+static int sockbuf;
+
 static void tune(int fd) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (sockbuf > 0) {
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof sockbuf);
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof sockbuf);
+    }
 }
 
 /* Send the frame holding len payload bytes. */
@@ -62,11 +70,13 @@ static void send_msg(int fd, uint32_t len) {
 }
 
 /* Receive one frame; return its payload length, or -1 at end of stream. The peer sends
- * nothing more before our reply, so reading greedily never takes a second message. */
+ * nothing more before our reply, so reading greedily never takes a second message; once
+ * the length is known, MSG_WAITALL spares a wake-up per arriving segment. */
 static int64_t recv_msg(int fd) {
     size_t have = 0, want = 4;
     while (have < want) {
-        ssize_t n = recv(fd, frame + have, 4 + MAX_SIZE - have, 0);
+        ssize_t n = want == 4 ? recv(fd, frame + have, 4 + MAX_SIZE - have, 0)
+                              : recv(fd, frame + have, want - have, MSG_WAITALL);
         if (n == 0) return -1;
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -167,10 +177,15 @@ int main(int argc, char **argv) {
     payload = mem + PAGE;
     frame = payload - 4;
     memset(mem, 0x5a, PAGE + MAX_SIZE);
+    if (argc > 2 && strcmp(argv[1], "-b") == 0) {
+        sockbuf = atoi(argv[2]);
+        argc -= 2;
+        argv += 2;
+    }
     if (argc == 4 && strcmp(argv[1], "server") == 0) return serve(argv[2], argv[3]);
     if (argc >= 5 && strcmp(argv[1], "client") == 0)
         return client(argv[2], argv[3], argc - 4, argv + 4);
-    fprintf(stderr, "usage: coc_pingpong server HOST PORT\n"
-                    "       coc_pingpong client HOST PORT SIZE:ITERS ...\n");
+    fprintf(stderr, "usage: coc_pingpong [-b SOCKBUF] server HOST PORT\n"
+                    "       coc_pingpong [-b SOCKBUF] client HOST PORT SIZE:ITERS ...\n");
     return 2;
 }

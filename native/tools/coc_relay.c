@@ -1,12 +1,13 @@
 /*
  * coc_relay — a minimal single-threaded epoll byte relay: the ideal user-level gateway.
  *
- *   coc_relay LISTEN_HOST LISTEN_PORT TARGET_HOST TARGET_PORT
+ *   coc_relay [-b SOCKBUF] LISTEN_HOST LISTEN_PORT TARGET_HOST TARGET_PORT
  *
  * Accepts connections on LISTEN_HOST:LISTEN_PORT (0: any free port), connects each one to
  * TARGET_HOST:TARGET_PORT and copies bytes both ways through a page-aligned buffer per
  * direction. When the far side cannot take more, it stops reading the near side
- * (backpressure). Prints "port N" on stdout once listening; runs until killed.
+ * (backpressure). -b sets SO_SNDBUF/SO_RCVBUF (default: the kernel's autotuning).
+ * Prints "port N" on stdout once listening; runs until killed.
  * Reference (b) of `coc bench engine`; two chained give PACX-MPI's two-daemon shape (c).
  * Self-contained: needs nothing of libcoc.
  */
@@ -48,9 +49,16 @@ static void die(const char *what) {
     exit(1);
 }
 
+/* SO_SNDBUF/SO_RCVBUF to ask for (-b BYTES); 0 leaves the kernel's autotuning. */
+static int sockbuf;
+
 static void tune(int fd) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (sockbuf > 0) {
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof sockbuf);
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof sockbuf);
+    }
 }
 
 static struct sockaddr_in addr_of(const char *host, const char *port) {
@@ -132,8 +140,14 @@ static void accept_one(int lfd, struct sockaddr_in target) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 2 && strcmp(argv[1], "-b") == 0) {
+        sockbuf = atoi(argv[2]);
+        argc -= 2;
+        argv += 2;
+    }
     if (argc != 5) {
-        fprintf(stderr, "usage: coc_relay LISTEN_HOST LISTEN_PORT TARGET_HOST TARGET_PORT\n");
+        fprintf(stderr, "usage: coc_relay [-b SOCKBUF] LISTEN_HOST LISTEN_PORT TARGET_HOST "
+                        "TARGET_PORT\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
