@@ -48,6 +48,13 @@ class World:
         self.next_block = 1
         self._sequences = {}
         self._levels = None
+        self.routes = {}                 # {world rank: [(next hop endpoint, weight), ...]}
+
+    @property
+    def gateways(self):
+        """Return the endpoint ids of the gateway daemons this rank sends through."""
+        return sorted({hop for hops in self.routes.values() for hop, _ in hops
+                       if hop >= self.size})
 
     def next_sequence(self, context, dest):
         """Return the next tag for the large parts of an object sent to ``dest`` in ``context``."""
@@ -106,6 +113,7 @@ def _open_under_coc_run():
     except BaseException:
         eng.close()
         raise
+    me["routes"] = info["routes"]
     return eng, me
 
 
@@ -135,7 +143,9 @@ def init():
     else:
         from coc._native import engine as native
         eng, rank, size = native.Engine(0, secrets.token_bytes(32)), 0, 1
+        me = {"routes": {}}
     world = World(eng, rank, size, site, host)
+    world.routes = me["routes"] if size > 1 else {}
     comm = Communicator(world, range(size), 0, "COMM_WORLD")
     if size > 1:
         from coc.comm.collectives import flat

@@ -1,0 +1,11 @@
+"""Buffer collectives under coc-run with 1, 2, 4 and 8 ranks over two sites."""
+
+import pytest
+from comm_helpers import SIZES
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_buffer_collectives(job, n):
+    job("coll_buf.py", n)
