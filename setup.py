@@ -1,10 +1,12 @@
-"""Build coc's one compiled extension: the C engine in native/ plus its Cython binding.
+"""Build coc's compiled extensions: the C engine in native/ plus its Cython binding, and the
+benchmark's timing kernel (C++ bound with pybind11).
 
 All metadata lives in pyproject.toml; this file only declares what setuptools cannot
 read from there: the extension and the data folders shipped inside the package.
 """
 from glob import glob
 
+import pybind11
 from Cython.Build import cythonize
 from setuptools import Extension, find_packages, setup
 
@@ -15,6 +17,15 @@ engine = Extension(
     extra_compile_args=["-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-Wextra",
                         "-Wno-unused-parameter", "-Wno-sign-compare"],
     libraries=["pthread"],
+)
+
+# coc bench's calibrated clock and spin-until (coc/bench/_timing.cpp); pybind11 is header-only.
+timing = Extension(
+    "coc._timing",
+    sources=["coc/bench/_timing.cpp"],
+    include_dirs=[pybind11.get_include()],
+    language="c++",
+    extra_compile_args=["-std=c++17", "-O2", "-Wall", "-Wextra"],
 )
 
 setup(
@@ -29,5 +40,5 @@ setup(
         "coc.data.launcher": ["*", "*/*"],
     },
     ext_modules=cythonize([engine], language_level=3,
-                          compiler_directives={"embedsignature": True}),
+                          compiler_directives={"embedsignature": True}) + [timing],
 )
