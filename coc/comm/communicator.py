@@ -233,6 +233,8 @@ class Communicator:
     # -- collectives: objects -------------------------------------------------------------
     def _collective(self, name, algorithm, *args, commutative=True):
         """Run collective ``name`` with the multi-level or the flat algorithm."""
+        if base.CHECK_ALL:
+            base.check_signature(self, name, args)
         if commutative and base.use_topology(self, algorithm) and hasattr(hierarchical, name):
             return run(getattr(hierarchical, name)(self, *args), self)
         return run(getattr(flat, name)(self, *args), self)
@@ -251,7 +253,7 @@ class Communicator:
     def scatter(self, sendobj=None, root=0):
         """Return item ``rank`` of ``root``'s list ``sendobj``."""
         self._endpoint(root)
-        return run(flat.scatter(self, sendobj, root), self)
+        return self._collective("scatter", None, sendobj, root)
 
     def gather(self, sendobj, root=0, algorithm=None):
         """Return the list of every rank's ``sendobj`` at ``root`` (None elsewhere)."""
@@ -279,11 +281,11 @@ class Communicator:
 
     def scan(self, sendobj, op=SUM):
         """Return ``op`` over ranks ``0..rank``."""
-        return run(flat.scan(self, sendobj, _op(op)), self)
+        return self._collective("scan", None, sendobj, _op(op))
 
     def exscan(self, sendobj, op=SUM):
         """Return ``op`` over ranks ``0..rank-1`` (None at rank 0)."""
-        return run(flat.scan(self, sendobj, _op(op), exclusive=True), self)
+        return self._collective("scan", None, sendobj, _op(op), True)
 
     # -- collectives: buffers -------------------------------------------------------------
     def Bcast(self, buf, root=0, algorithm=None):
@@ -318,12 +320,12 @@ class Communicator:
     def Scan(self, sendbuf, recvbuf, op=SUM):
         """Store ``op`` over ranks ``0..rank`` of ``sendbuf`` into ``recvbuf``."""
         data = self._reduction_input(sendbuf, recvbuf)
-        _store(recvbuf, run(flat.scan(self, data, _op(op), buffer=True), self))
+        _store(recvbuf, self._collective("scan", None, data, _op(op), False, True))
 
     def Exscan(self, sendbuf, recvbuf, op=SUM):
         """Store ``op`` over ranks ``0..rank-1`` into ``recvbuf`` (unchanged at rank 0)."""
         data = self._reduction_input(sendbuf, recvbuf)
-        result = run(flat.scan(self, data, _op(op), exclusive=True, buffer=True), self)
+        result = self._collective("scan", None, data, _op(op), True, True)
         if result is not None:
             _store(recvbuf, result)
 
@@ -334,14 +336,14 @@ class Communicator:
         """Gather every rank's ``sendbuf`` into ``recvbuf`` = [buf, counts, displs] at root."""
         self._endpoint(root)
         recv = as_vector(recvbuf, self.size) if self.rank == root else None
-        run(flat.gatherv(self, self._send_piece(sendbuf), recv, root), self)
+        self._collective("gatherv", None, self._send_piece(sendbuf), recv, root)
 
     def Scatterv(self, sendbuf, recvbuf, root=0):
         """Scatter the pieces of ``sendbuf`` = [buf, counts, displs] at root into ``recvbuf``."""
         self._endpoint(root)
         send = as_vector(sendbuf, self.size) if self.rank == root else None
         recv = None if recvbuf is IN_PLACE else as_array(recvbuf).reshape(-1)
-        run(flat.scatterv(self, send, recv, root), self)
+        self._collective("scatterv", None, send, recv, root)
 
     def Allgatherv(self, sendbuf, recvbuf):
         """Gather every rank's ``sendbuf`` into ``recvbuf`` = [buf, counts, displs] everywhere."""
@@ -350,13 +352,13 @@ class Communicator:
         if piece is None:
             arr, counts, displs = recv
             piece = arr[displs[self.rank]:displs[self.rank] + counts[self.rank]].copy()
-        run(flat.gatherv(self, piece, recv, 0), self)
+        self._collective("gatherv", None, piece, recv, 0)
         self.Bcast(recv[0], 0)
 
     def Alltoallv(self, sendbuf, recvbuf):
         """Send piece ``r`` of ``sendbuf`` to rank ``r``, receiving into pieces of ``recvbuf``."""
-        run(flat.alltoallv(self, as_vector(sendbuf, self.size),
-                           as_vector(recvbuf, self.size)), self)
+        self._collective("alltoallv", None, as_vector(sendbuf, self.size),
+                         as_vector(recvbuf, self.size))
 
     Gather = Gatherv
     Scatter = Scatterv

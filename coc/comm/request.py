@@ -88,9 +88,13 @@ class Request:
         self._step(None)
 
     # -- driving the generator ------------------------------------------------------------
-    def _step(self, statuses):
+    def _step(self, statuses=None, error=None):
+        """Resume the generator with the statuses of its parts, or throw a part's error in."""
         try:
-            self._parts = self._steps.send(statuses)
+            if error is None:
+                self._parts = self._steps.send(statuses)
+            else:
+                self._parts = self._steps.throw(error)
         except StopIteration as stop:
             self._finish(stop.value)
         except Exception as exc:  # noqa: BLE001 - kept and raised by wait/test
@@ -111,16 +115,15 @@ class Request:
         """Advance without blocking; return True once complete."""
         while not self._done:
             statuses = []
-            for part in self._parts:
-                try:
+            try:
+                for part in self._parts:
                     st = part.test()
-                except Exception as exc:  # noqa: BLE001
-                    self._steps.close()
-                    self._error, self._done, self._parts = self._translate(exc), True, []
-                    return True
-                if st is None:
-                    return False
-                statuses.append(st)
+                    if st is None:
+                        return False
+                    statuses.append(st)
+            except Exception as exc:  # noqa: BLE001 - the generator may handle it
+                self._step(error=exc)
+                continue
             self._step(statuses)
         return True
 
@@ -131,10 +134,9 @@ class Request:
                 statuses = [part.wait(timeout=timeout) for part in self._parts]
             except CocTimeoutError:
                 raise
-            except Exception as exc:  # noqa: BLE001
-                self._steps.close()
-                self._error, self._done, self._parts = self._translate(exc), True, []
-                break
+            except Exception as exc:  # noqa: BLE001 - the generator may handle it
+                self._step(error=exc)
+                continue
             self._step(statuses)
 
     def _result(self, status):
@@ -204,7 +206,7 @@ class Request:
 
     # Static-style helpers under mpi4py's class names.
     waitall = staticmethod(lambda requests, statuses=None: waitall(requests, statuses))
-    Waitall = staticmethod(lambda requests, statuses=None: waitall(requests, statuses) and True)
+    Waitall = staticmethod(lambda requests, statuses=None: bool(waitall(requests, statuses)) or True)
     waitany = staticmethod(lambda requests, status=None: waitany(requests, status))
     Waitany = staticmethod(lambda requests, status=None: waitany(requests, status)[0])
     testall = staticmethod(lambda requests, statuses=None: testall(requests, statuses))
@@ -214,11 +216,15 @@ class Request:
 
 def run(steps, comm=None):
     """Drive the generator ``steps`` to completion now and return its value."""
-    statuses = None
+    statuses, error = None, None
     try:
         while True:
-            parts = steps.send(statuses)
-            statuses = [part.wait() for part in parts]
+            parts = steps.send(statuses) if error is None else steps.throw(error)
+            error = None
+            try:
+                statuses = [part.wait() for part in parts]
+            except Exception as exc:  # noqa: BLE001 - the generator may handle it
+                error = exc
     except StopIteration as stop:
         return stop.value
     except (TruncationError, PeerLost) as exc:

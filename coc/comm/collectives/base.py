@@ -8,7 +8,10 @@ NumPy arrays sent and received in place).
 
 Cheap mismatch checks: an object message carries the name of the collective and its root,
 and a buffer message must have exactly the expected size; a rank that disagrees gets a
-:class:`CollectiveMismatchError` naming both sides.
+:class:`CollectiveMismatchError` naming both sides. Some disagreements send no message a
+check could see (a root that only some ranks believe in); ``COC_CHECK_COLLECTIVES=1`` then
+makes every rank compare name, root and buffer sizes before each collective (one extra
+allgather per call, for debugging).
 """
 
 import os
@@ -23,6 +26,9 @@ __all__ = ["Call", "CollectiveMismatchError", "set_collective_algorithm",
            "collective_algorithm", "use_topology"]
 
 _ALGORITHMS = ("auto", "flat", "topology")
+
+#: ``COC_CHECK_COLLECTIVES=1``: before every collective, all ranks compare what they called.
+CHECK_ALL = os.environ.get("COC_CHECK_COLLECTIVES") == "1"
 _choice = {"value": os.environ.get("COC_COLLECTIVES", "auto")}
 
 
@@ -57,6 +63,27 @@ def use_topology(comm, algorithm=None):
     if choice == "topology":
         return sites > 1
     return 1 < sites < comm.size
+
+
+def _signature(name, args):
+    """Return what every rank must agree on: the name, the roots and the buffer sizes."""
+    roots = [a for a in args if type(a) is int]
+    sizes = [a.nbytes for a in args if isinstance(a, np.ndarray)]
+    return name, roots, sizes
+
+
+def check_signature(comm, name, args):
+    """Raise :class:`CollectiveMismatchError` unless every rank calls the same collective."""
+    from coc.comm.collectives import flat
+    from coc.comm.request import run
+    mine = _signature(name, args)
+    every = run(flat.allgather(comm, mine), comm)
+    for rank, theirs in enumerate(every):
+        if list(theirs) != list(mine):
+            raise CollectiveMismatchError(
+                f"{comm.name}: rank {rank} called {theirs[0]} with roots {theirs[1]} and "
+                f"buffer sizes {theirs[2]} but rank {comm.rank} called {mine[0]} with roots "
+                f"{mine[1]} and buffer sizes {mine[2]}")
 
 
 class Call:

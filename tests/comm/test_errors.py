@@ -1,0 +1,60 @@
+"""Errors: mismatched collective arguments, a lost peer, restricted unpickling across sites."""
+
+import pickle
+import re
+
+import numpy as np
+import pytest
+from comm_helpers import assert_clean, run_job
+
+from coc.comm import pickling
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_mismatched_counts_stop_the_job_with_a_clear_message():
+    proc, _ = run_job("errors.py", 4, "count", timeout=30, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "CollectiveMismatchError" in proc.stderr, proc.stderr
+    assert re.search(r"rank \d sent (32|40) bytes but rank \d expected (40|32)", proc.stderr)
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("root", "called bcast with roots [1] and buffer sizes [] but rank 0 called bcast with "
+             "roots [0]"),
+    ("kind", "called bcast with roots [1] and buffer sizes [] but rank 0 called gather"),
+])
+def test_checked_collectives_name_the_mismatch(mode, message):
+    """Wrong roots and names send no message a cheap check sees; COC_CHECK_COLLECTIVES does."""
+    proc, _ = run_job("errors.py", 4, mode, timeout=30, check=False,
+                      env={"COC_CHECK_COLLECTIVES": "1"})
+    assert proc.returncode == 1, proc.stderr
+    assert "CollectiveMismatchError" in proc.stderr and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_lost_peer_raises_instead_of_hanging(n):
+    """The last rank (other site) dies while rank 0 waits for it: PeerLost, in bounded time."""
+    proc, reports = run_job("errors.py", n, "lost", timeout=40, check=False)
+    assert 0 in reports, proc.stdout + proc.stderr
+    assert_clean({0: reports[0]})
+    assert reports[0]["seconds"] < 15
+
+
+def test_restricted_unpickler_refuses_classes_from_other_sites():
+    proc, reports = run_job("errors.py", 4, "unpickle", timeout=30)
+    assert_clean(reports)
+
+
+def test_restricted_unpickler_locally():
+    stream, buffers = pickling.dumps({"x": np.arange(5000), "s": {1, 2}, "c": 1 + 2j})
+    pickling.set_unpickler("restricted-all")
+    try:
+        got = pickling.loads(stream, buffers)
+        assert got["s"] == {1, 2} and got["x"].sum() == sum(range(5000))
+        with pytest.raises(pickle.UnpicklingError, match="os.system is not allowed"):
+            pickling.loads(b"cos\nsystem\n(S'true'\ntR.")
+        with pytest.raises(ValueError, match="unpickler mode"):
+            pickling.set_unpickler("none")
+    finally:
+        pickling.set_unpickler("default")
