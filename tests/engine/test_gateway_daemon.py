@@ -1,6 +1,7 @@
 """The gateway daemon's stdin/stdout protocol, signals and exit."""
 
 import signal
+import socket
 import subprocess
 import sys
 
@@ -64,3 +65,11 @@ def test_empty_stdin_exits_with_code_2():
                             capture_output=True, timeout=TIMEOUT)
     assert result.returncode == 2
     assert b"no configuration" in result.stdout
+
+
+def test_listening_port_comes_from_the_port_range(gateway):
+    with socket.socket() as s:  # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gw = gateway(10, port_range=[port, port])
+    assert f"tcp://127.0.0.1:{port}" in gw.address.split()
