@@ -354,3 +354,17 @@ def test_close_from_another_thread_ends_a_wait(open_engine):
         with pytest.raises(errors.ClosedError):
             waiting.result(TIMEOUT)
     assert time.monotonic() - t0 < 2
+
+
+def test_peer_delay_emulates_latency(echo_pair):
+    me, child = echo_pair(2)
+    out = bytearray(8)
+    for delay in (0.0, 0.05):
+        me.set_peer_delay(2, delay)
+        r = me.irecv(out, 2)
+        t0 = time.monotonic()
+        me.isend(b"delayed!", 2).wait(TIMEOUT)
+        r.wait(TIMEOUT)
+        elapsed = time.monotonic() - t0
+        assert delay <= elapsed < delay + 1.0
+    assert child.result() == 2
