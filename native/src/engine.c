@@ -105,18 +105,20 @@ static void drain(int fd)
 
 static void housekeeping(coc_engine *e)
 {
-    if (e->resumed)
-        coc__forward_resume(e);
-    if (e->ndead || e->nhandshaking) {
-        pthread_mutex_lock(&e->lock);
+    pthread_mutex_lock(&e->lock);
+    int resumed = e->resumed != NULL;
+    if (e->nhandshaking) {
         uint64_t now = coc__now_ns();
-        if (e->nhandshaking && now - e->last_sweep_ns > HOUSEKEEPING_MS * 1000000ull) {
+        if (now - e->last_sweep_ns > HOUSEKEEPING_MS * 1000000ull) {
             e->last_sweep_ns = now;
             coc__conn_sweep(e);
         }
-        coc__conn_reap(e);
-        pthread_mutex_unlock(&e->lock);
     }
+    if (e->ndead)
+        coc__conn_reap(e);
+    pthread_mutex_unlock(&e->lock);
+    if (resumed)
+        coc__forward_resume(e);
 }
 
 static void dispatch(coc_engine *e, const coc__event *ev, int n)

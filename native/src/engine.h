@@ -191,7 +191,7 @@ struct coc_engine {
     uint64_t timer_due;                /* 0: delay timer unarmed */
     coc__conn *conns[COC__MAX_CONNS];
     uint32_t conn_gen;
-    size_t nhandshaking;
+    _Atomic size_t nhandshaking;       /* read unlocked by the progress loop's timeout */
     coc__map peers;                    /* id -> coc__peer */
     coc__map dests;                    /* id -> coc__dest */
     coc_request *reqs;                 /* live requests */
