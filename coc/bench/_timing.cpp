@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <ctime>
 
+#include <sched.h>
+
 namespace py = pybind11;
 
 namespace {
@@ -62,8 +64,9 @@ class Clock {
 
     // Wait until global time `target`: sleep while more than `sleep_margin_ns` remain (on an
     // oversubscribed host a spinning rank steals the core of the ranks that work), then spin.
-    // Returns (global time on return, whether `target` had already passed on entry).
-    py::tuple spin_until(int64_t target, int64_t sleep_margin_ns) const {
+    // With `yield`, the spin calls sched_yield(). Returns (global time on return, whether
+    // `target` had already passed on entry).
+    py::tuple spin_until(int64_t target, int64_t sleep_margin_ns, bool yield) const {
         int64_t now_g = now();
         bool late = now_g >= target;
         {
@@ -73,7 +76,12 @@ class Clock {
                 if (left > sleep_margin_ns) {
                     sleep_ns(left - sleep_margin_ns);
                 }
+                // Yield while spinning: where ranks outnumber cores, the rank holding a
+                // core lets the others reach the start too (costs ~0.3 us when idle).
                 while ((now_g = now()) < target) {
+                    if (yield) {
+                        sched_yield();
+                    }
                 }
             }
         }
@@ -126,7 +134,7 @@ PYBIND11_MODULE(_timing, m) {
         .def("to_global", &Clock::to_global, py::arg("local_ns"),
              "Return the global time of a local clock reading.")
         .def("spin_until", &Clock::spin_until, py::arg("target_ns"),
-             py::arg("sleep_margin_ns") = 200000,
+             py::arg("sleep_margin_ns") = 200000, py::arg("yield_cpu") = false,
              "Wait (GIL released) until global time target_ns; return (now, was_late).")
         .def_property_readonly("offset_ns", &Clock::offset_ns)
         .def_property_readonly("drift", &Clock::drift)

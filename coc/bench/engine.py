@@ -152,7 +152,7 @@ class _PyEndpoint:
                            "routes": {str(k): v for k, v in routes.items()}})
 
     def results(self, timeout):
-        return self.proc._line(timeout)["results"]
+        return self.proc.read(timeout)["results"]
 
     def stop(self):
         self.proc.stop()

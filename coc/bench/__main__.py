@@ -1,0 +1,22 @@
+"""``python -m coc.bench``: the ``coc bench`` command, for use as the program of a launcher.
+
+``coc-run -n 4 python -m coc.bench run --quick`` and ``mpiexec -n 4 python -m coc.bench run``
+run the same measurement as ``coc bench run``.
+"""
+
+import argparse
+import sys
+
+from coc.bench import cli
+
+
+def main(argv=None):
+    """Parse ``argv`` as ``coc bench`` does and run the chosen sub-command."""
+    parser = argparse.ArgumentParser(prog="python -m coc.bench")
+    cli.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
