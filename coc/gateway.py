@@ -219,13 +219,17 @@ class GatewayProcess:
             raise
         self.address = self.hello["address"]
 
-    def _line(self, timeout):
-        """Return the next JSON line the daemon printed; LaunchError on timeout or exit."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def read(self, timeout=None):
+        """Return the daemon's next JSON answer; LaunchError on timeout, error or exit.
+
+        ``timeout`` in seconds defaults to the one given to the constructor.
+        """
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buf:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise LaunchError(f"{self.module} (pid {self.pid}) gave no answer "
                                   f"within {timeout} s")
             with selectors.DefaultSelector() as sel:
@@ -245,10 +249,10 @@ class GatewayProcess:
         return reply
 
     def request(self, doc, timeout=None):
-        """Send one JSON line and return the JSON answer."""
+        """Send one JSON line and return the daemon's answer (see :meth:`read`)."""
         self.proc.stdin.write(json.dumps(doc).encode() + b"\n")
         self.proc.stdin.flush()
-        return self._line(self.timeout if timeout is None else timeout)
+        return self.read(timeout)
 
     def update(self, peers=None, routes=None):
         """Add peers (``{id: address}``) and routes (``{dest: [[hop, weight], ...]}``).
@@ -266,7 +270,7 @@ class GatewayProcess:
         if self.final is None and self.proc.poll() is None:
             try:
                 self.proc.stdin.close()
-                self.final = self._line(self.timeout if timeout is None else timeout)
+                self.final = self.read(timeout)
                 self.proc.wait(timeout=self.timeout)
             finally:
                 self.kill()

@@ -35,7 +35,7 @@ def test_eof_stops_with_final_stats(gateway):
 def test_signal_stops_with_final_stats(gateway, sig):
     gw = gateway(10)
     gw.proc.send_signal(sig)
-    final = gw._line(TIMEOUT)
+    final = gw.read(TIMEOUT)
     assert final["exit"] == sig.name and "stats" in final
     assert gw.proc.wait(TIMEOUT) == 0
 
