@@ -14,6 +14,9 @@
  * (pfd) and the wake eventfd. While some thread spins, pfd is disarmed in ofd, so the
  * progress thread is not woken for events the spinner handles anyway: measured here,
  * that redundant wake-up cost ~5 us per message pinned to one CPU (13 -> 10 us).
+ * A gateway (COC_ENGINE_FORWARD), which has no waiters of its own as a rule, waits on pfd
+ * directly instead: one system call less per forwarded frame (pinned, 21.2 -> 20.5 us
+ * through one gateway, 31.8 -> 30.1 us through two).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -164,6 +167,17 @@ static void *progress_main(void *arg)
 {
     coc_engine *e = arg;
     while (!atomic_load(&e->stopping)) {
+        if (e->forward) {
+            /* a gateway: wait on the sockets themselves, one system call less per frame */
+            coc__event ev[64];
+            int n = coc__poll_wait(e->pfd, ev, 64, e->nhandshaking ? HOUSEKEEPING_MS : -1);
+            pthread_mutex_lock(&e->plock);
+            if (n > 0)
+                dispatch(e, ev, n);
+            housekeeping(e);
+            pthread_mutex_unlock(&e->plock);
+            continue;
+        }
         coc__event ev[2];
         int n = coc__poll_wait(e->ofd, ev, 2, e->nhandshaking ? HOUSEKEEPING_MS : -1);
         for (int i = 0; i < n; i++)
@@ -209,7 +223,8 @@ static int open_fds(coc_engine *e)
         return -errno;
     if ((e->ofd = coc__poll_open()) < 0)
         return e->ofd;
-    if ((rc = coc__poll_add(e->ofd, e->wfd, COC__POLL_IN, COC__KEY_WAKE)) < 0 ||
+    if ((e->forward && (rc = coc__poll_add(e->pfd, e->wfd, COC__POLL_IN, COC__KEY_WAKE)) < 0) ||
+        (rc = coc__poll_add(e->ofd, e->wfd, COC__POLL_IN, COC__KEY_WAKE)) < 0 ||
         (rc = coc__poll_add(e->ofd, e->pfd, COC__POLL_IN, COC__KEY_INNER)) < 0 ||
         (rc = coc__poll_add(e->pfd, e->tfd, COC__POLL_IN, COC__KEY_TIMER)) < 0)
         return rc;
