@@ -32,6 +32,7 @@ struct pipe {
     char *buf;
     size_t start, end; /* unsent bytes are buf[start, end) */
     int eof;
+    int drained; /* the last read was short: the socket is empty until epoll says otherwise */
 };
 
 /* A relayed connection: two directions. epoll data is the link's address with the low bit
@@ -92,7 +93,8 @@ static void close_link(struct link *l) {
     free(l);
 }
 
-/* Move bytes along one direction as far as the sockets allow; -1 when the link is done. */
+/* Move bytes along one direction as far as the sockets allow; -1 when the link is done.
+ * One readable event costs one recv and one send when the message fits the buffer. */
 static int pump(struct pipe *p) {
     for (;;) {
         if (p->end > p->start) {
@@ -103,10 +105,12 @@ static int pump(struct pipe *p) {
         }
         p->start = p->end = 0;
         if (p->eof) return -1;
+        if (p->drained) return 0; /* spare the read that would say EAGAIN */
         ssize_t n = recv(p->from, p->buf, BUF_SIZE, 0);
         if (n == 0) p->eof = 1;
         if (n < 0) return errno == EAGAIN ? 0 : -1;
         p->end = (size_t)n;
+        p->drained = n < BUF_SIZE;
     }
 }
 
@@ -178,7 +182,10 @@ int main(int argc, char **argv) {
             /* Readable: move what it sent onward. Writable: flush what waits for it. */
             struct pipe *rd = is_target ? &l->down : &l->up, *wr = is_target ? &l->up : &l->down;
             int rc = 0;
-            if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) rc |= pump(rd);
+            if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+                rd->drained = 0;
+                rc |= pump(rd);
+            }
             if (events[i].events & EPOLLOUT) rc |= pump(wr);
             if (rc < 0) {
                 close_link(l);
