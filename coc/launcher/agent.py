@@ -152,7 +152,7 @@ class Agent:
             await self.send({"type": "error", "message": f"agent: unknown message {kind!r}"})
 
     async def start_job(self, job):
-        """Start the job's gateway daemons, then its ranks, and report their pids."""
+        """Start the job's gateway daemons, then its ranks."""
         self.grace = float(job.get("grace", self.grace))
         for gateway in job.get("gateways", ()):
             await self.start_child("gateway", gateway["endpoint"], gateway["argv"],
@@ -160,9 +160,6 @@ class Agent:
         for rank in job.get("ranks", ()):
             await self.start_child("rank", rank["rank"], rank["argv"], rank["env"],
                                    stdin=rank.get("stdin", False), welcome=rank["welcome"])
-        await self.send({"type": "started",
-                         "pids": [{**c.key, "pid": c.process.pid} for c in self.children
-                                  if c.process is not None]})
 
     async def start_child(self, kind, ident, argv, env, *, stdin=False, config=None,
                           welcome=None):

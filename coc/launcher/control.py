@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 
 from coc.errors import CocError, LaunchError
 from coc.launcher import protocol
@@ -216,6 +217,10 @@ class Job:
                 self.handle(agent, message)
         except CocError as exc:
             self.fail(1, f"coc-run: site {agent.site}: broken control channel: {exc}")
+            agent.kill()
+        except Exception as exc:  # noqa: BLE001 - a bug here must end the job, not hang it
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            self.fail(1, f"coc-run: internal error following site {agent.site}:\n{text}")
             agent.kill()
         code = await agent.process.wait()
         if not agent.done:

@@ -70,11 +70,14 @@ class OutputSink:
                                                               else b"")
 
     def _emit(self, source, stream, data):
-        if not data:
-            return
         target = self.files.get((source, stream)) or self.targets[stream]
-        target.write(data)
-        target.flush()
+        if not data or target is None:
+            return
+        try:
+            target.write(data)
+            target.flush()
+        except BrokenPipeError:          # `coc-run ... | head`: the rest has no reader
+            self.targets[stream] = None
 
     def write(self, source, stream, data):
         """Deliver ``data`` that ``source`` wrote on ``stream`` (``"stdout"``/``"stderr"``)."""

@@ -16,6 +16,7 @@ from coc import topology
 from coc.errors import LaunchError
 from coc.launcher import placement as placing
 from coc.launcher.environment import rank_environment
+from coc.launcher.spawners import spawner_for
 from coc.topology.units import format_time
 
 __all__ = ["GatewayDaemon", "Plan", "make_plan", "format_plan", "gateway_daemon_available"]
@@ -46,7 +47,6 @@ class GatewayDaemon:
     endpoint: int
     site: str
     host: str
-    dedicated: bool
 
 
 @dataclass
@@ -180,7 +180,7 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
     gateway_hosts = placing.place_gateways(G, placements, tables)
     if start_gateways is None:
         start_gateways = gateway_daemon_available()
-    daemons = [GatewayDaemon(len(placements) + i, G.nodes[h]["site"], h, G.nodes[h]["dedicated"])
+    daemons = [GatewayDaemon(len(placements) + i, G.nodes[h]["site"], h)
                for i, h in enumerate(gateway_hosts if start_gateways else ())]
     overrides = dict(spawners or {})
     for site in overrides:
@@ -192,6 +192,8 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
     site_attrs = G.graph.get("sites", {})
     plan.spawners = {site: overrides.get(site) or (site_attrs.get(site) or {}).get("spawner")
                      or "local" for site in plan.sites}
+    for site, kind in plan.spawners.items():
+        spawner_for(kind, site)          # an unknown or unavailable spawner fails here
     return plan
 
 

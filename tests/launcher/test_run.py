@@ -172,3 +172,20 @@ def test_timeout_stops_the_job_with_124(coc_run, tmp_path):
     assert "coc-run: timeout after 1 s" in result.stderr
     assert time.monotonic() - started < 10
     assert_all_gone(recorded_pids(tmp_path), within=0.5)
+
+
+def test_a_reader_that_stops_early_does_not_hang_the_job(tmp_path):
+    import subprocess
+
+    from launcher_helpers import COC_RUN
+
+    proc = subprocess.Popen([*COC_RUN, "-n", "2", "sh", "-c", "seq 1 200000"], cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"1\n"
+    proc.stdout.close()                        # like `coc-run ... | head -1`
+    try:
+        assert proc.wait(timeout=20) == 0
+    finally:
+        proc.kill()
+        proc.stderr.close()
