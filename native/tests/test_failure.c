@@ -16,7 +16,9 @@ typedef struct child {
 } child;
 
 /* Fork endpoint `id`; it learns `peer` (id, address) and routes everything there, then
- * runs `role`: 'r' receives HUGE_MSG from peer, 's' sends HUGE_MSG to dest. */
+ * runs `role`: 'r' receives HUGE_MSG from anyone, 's' sends HUGE_MSG to dest. Once the
+ * transfer is under way (the receiver sent its CTS / the sender wrote 16 MiB) the child
+ * stops itself, so the parent kills it mid-message whatever the machine's load. */
 static child spawn(uint32_t id, uint32_t peer, const char *peer_addr, char role, uint32_t dest)
 {
     int fds[2];
@@ -31,15 +33,22 @@ static child spawn(uint32_t id, uint32_t peer, const char *peer_addr, char role,
         t_route(e, peer, peer);
         if (dest != peer)
             t_route(e, dest, peer);
-        if (write(fds[1], addr, sizeof addr) != sizeof addr)
-            _exit(2);
         uint8_t *buf = malloc(HUGE_MSG);
         memset(buf, 1, HUGE_MSG);
         coc_request *r;
         if (role == 'r')
             coc_irecv(e, COC_ANY_SOURCE, 0, 0, buf, HUGE_MSG, &r);
-        else
+        if (write(fds[1], addr, sizeof addr) != sizeof addr)
+            _exit(2);
+        if (role == 's')
             coc_isend(e, dest, 0, 0, buf, HUGE_MSG, &r);
+        coc_stats st;
+        for (;;) {
+            coc_engine_stats(e, &st);
+            if (role == 'r' ? st.frames_sent >= 1 : st.bytes_sent > (16u << 20))
+                break;
+        }
+        raise(SIGSTOP);
         coc_wait(r, 60 * T_SECOND, NULL);
         _exit(0);
     }
@@ -49,15 +58,17 @@ static child spawn(uint32_t id, uint32_t peer, const char *peer_addr, char role,
     return c;
 }
 
-static void kill_when(coc_engine *e, pid_t pid, int sent)
+/* Wait (10 s at most) for the child to stop itself, check the message is still in flight
+ * at `e`, then kill the child. */
+static void kill_stopped(coc_engine *e, pid_t pid, int sent)
 {
+    int status = 0;
+    for (int i = 0; i < 10000 && waitpid(pid, &status, WUNTRACED | WNOHANG) == 0; i++)
+        usleep(1000);
+    CHECK(WIFSTOPPED(status));
+    usleep(50000); /* let every buffer on the way fill */
     coc_stats st;
-    for (int i = 0; i < 200000; i++) {
-        coc_engine_stats(e, &st);
-        if ((sent ? st.bytes_sent : st.bytes_received) > (16u << 20))
-            break;
-        usleep(20);
-    }
+    coc_engine_stats(e, &st);
     CHECK((sent ? st.bytes_sent : st.bytes_received) < HUGE_MSG); /* really mid-message */
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -87,7 +98,7 @@ int main(void)
     CHECK_RC(coc_irecv(a, 2, 5, 0, buf, 10, &r));
     CHECK_RC(coc_irecv(a, COC_ANY_SOURCE, 5, 0, buf, 10, &any));
     CHECK_RC(coc_isend(a, 2, 0, 0, buf, HUGE_MSG, &s));
-    kill_when(a, b.pid, 1);
+    kill_stopped(a, b.pid, 1);
     CHECK(coc_wait(s, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST);
     CHECK(coc_wait(r, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST && st.source == 2);
     CHECK(coc_wait(any, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST && st.source == 2);
@@ -113,7 +124,7 @@ int main(void)
     CHECK_RC(coc_engine_add_peer(a, 2, b.address));
     t_route(a, 2, 2);
     CHECK_RC(coc_irecv(a, 2, 0, 0, buf, HUGE_MSG, &r));
-    kill_when(a, b.pid, 0);
+    kill_stopped(a, b.pid, 0);
     CHECK(coc_wait(r, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST && st.source == 2);
     coc_request_free(r);
     coc_engine_close(a);
@@ -133,7 +144,7 @@ int main(void)
     t_route(g, 1, 1);
     CHECK_RC(coc_irecv(a, COC_ANY_SOURCE, 5, 0, buf, 10, &any));
     CHECK_RC(coc_isend(a, 2, 0, 0, buf, HUGE_MSG, &s));
-    kill_when(a, b.pid, 1);
+    kill_stopped(a, b.pid, 1);
     CHECK(coc_wait(s, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST);
     CHECK(coc_wait(any, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST && st.source == 2);
     coc_request_free(s);
