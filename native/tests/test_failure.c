@@ -47,6 +47,7 @@ static child spawn(uint32_t id, uint32_t peer, const char *peer_addr, char role,
             coc_engine_stats(e, &st);
             if (role == 'r' ? st.frames_sent >= 1 : st.bytes_sent > (16u << 20))
                 break;
+            usleep(50); /* leave the engine's lock to its progress thread */
         }
         raise(SIGSTOP);
         coc_wait(r, 60 * T_SECOND, NULL);
