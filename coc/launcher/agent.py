@@ -143,7 +143,7 @@ class Agent:
         elif kind == "rendezvous":
             await self.answer_rendezvous(message["answers"])
         elif kind == "stdin":
-            await self.forward_stdin(message)
+            self.forward_stdin(message)
         elif kind == "stop":
             self.stop(self.grace)
         elif kind == "kill":
@@ -261,20 +261,32 @@ class Agent:
                 await protocol.send_message(writer, {"type": "rendezvous", **answer})
             writer.close()
 
-    async def forward_stdin(self, message):
-        """Write ``coc-run``'s stdin to the rank that reads it (rank 0), or close it."""
-        for child in self.children:
-            pipe = child.process.stdin
-            if child.kind != "rank" or pipe is None or pipe.is_closing():
-                continue
+    def forward_stdin(self, message):
+        """Pass a chunk of ``coc-run``'s stdin to rank 0 (no data: close its stdin).
+
+        The write runs in its own task, so a rank that does not read never blocks this
+        channel; ``stdin-ack`` asks ``coc-run`` for the next chunk (one in flight at a time),
+        ``closed`` tells it to stop reading because nobody will.
+        """
+        rank0 = next((c for c in self.children if c.kind == "rank"
+                      and c.process.stdin is not None), None)
+        asyncio.create_task(self._write_stdin(rank0, message.get("data")))
+
+    async def _write_stdin(self, child, data):
+        pipe = None if child is None else child.process.stdin
+        if pipe is not None and not pipe.is_closing():
+            if data is None:
+                pipe.close()
+                return
             try:
-                if "data" in message:
-                    pipe.write(protocol.unpack_bytes(message["data"]))
-                    await pipe.drain()
-                else:
-                    pipe.close()
+                pipe.write(protocol.unpack_bytes(data))
+                await pipe.drain()
+                await self.send({"type": "stdin-ack"})
+                return
             except ConnectionError:
                 pipe.close()
+        if data is not None:
+            await self.send({"type": "stdin-ack", "closed": True})
 
     async def watch(self, child):
         """Wait for a child to exit, end what is left of its group, and report the exit."""

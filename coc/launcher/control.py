@@ -11,6 +11,7 @@ SIGKILL after a grace period. A second Ctrl-C kills at once.
 import asyncio
 import contextlib
 import os
+import queue
 import signal
 import sys
 import threading
@@ -95,6 +96,7 @@ class Job:
         self.running |= {("gateway", g.endpoint) for g in plan.gateways}
         self.addresses = {}
         self.ready = set()            # gateway daemons that have their peers
+        self.stdin_ack = queue.SimpleQueue()   # True: rank 0 took a chunk of stdin
         self.outcome = None           # (exit status, message) of what ended the job
         self.stopping = False
         self.interrupts = 0
@@ -270,6 +272,8 @@ class Job:
                 self.fail(1, text)
             else:
                 print(text, file=sys.stderr, flush=True)
+        elif kind == "stdin-ack":
+            self.stdin_ack.put(not message.get("closed"))
         elif kind == "done":
             agent.done = True
 
@@ -319,7 +323,11 @@ class Job:
     # -- stdin ------------------------------------------------------------------------------------
 
     def _forward_stdin(self, loop):
-        """Forward coc-run's stdin to rank 0, from a daemon thread (works for any kind of fd)."""
+        """Forward coc-run's stdin to rank 0 from a daemon thread (any kind of fd works).
+
+        One chunk is in flight at a time: the thread reads the next only when the agent has
+        written the last to the rank (``stdin-ack``), so memory stays bounded.
+        """
         agent = self.agents[self.plan.placements[0].site]
 
         def deliver(data):
@@ -336,7 +344,7 @@ class Job:
                     loop.call_soon_threadsafe(deliver, data)
                 except RuntimeError:      # the loop has closed: coc-run is exiting
                     return
-                if not data:
+                if not data or not self.stdin_ack.get():
                     return
 
         threading.Thread(target=read, name="coc-run stdin", daemon=True).start()

@@ -189,3 +189,14 @@ def test_a_reader_that_stops_early_does_not_hang_the_job(tmp_path):
     finally:
         proc.kill()
         proc.stderr.close()
+
+
+def test_large_stdin_flows_to_rank_0_while_the_others_finish(coc_run, tmp_path):
+    big = tmp_path / "big"
+    big.write_bytes(bytes(range(256)) * 20000)              # 5 MB, far beyond pipe buffers
+    with open(big, "rb") as stdin:
+        result = coc_run("-n", 3, "sh", "-c",
+                         'if [ $COC_RANK = 0 ]; then sleep 0.5; wc -c; else echo other; fi',
+                         stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.split()) == ["5120000", "other", "other"]
