@@ -145,9 +145,11 @@ class Plan:
     def rendezvous_answer(self, rank, peers):
         """Return what rank ``rank`` receives once every endpoint's address is known.
 
-        ``peers`` maps every other endpoint (ranks and gateway daemons) to its address.
+        ``peers`` maps every other endpoint (ranks and gateway daemons) to its address;
+        ``placement`` lists ``[site, host]`` of every rank, so ranks need not gather it.
         """
-        return {"peers": peers, "routes": self.route_table(rank)}
+        return {"peers": peers, "routes": self.route_table(rank),
+                "placement": [[p.site, p.host] for p in self.placements]}
 
 
 def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="topology",

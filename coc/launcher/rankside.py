@@ -104,8 +104,9 @@ def rendezvous(address, environ=None):
     -------
     dict
         What :func:`credentials` returns, plus ``peers`` ({endpoint id: address} of every
-        other rank and gateway daemon) and ``routes`` ({destination endpoint id: [(next hop
-        endpoint id, weight), ...]}; a hop equal to the destination means "directly").
+        other rank and gateway daemon), ``routes`` ({destination endpoint id: [(next hop
+        endpoint id, weight), ...]}; a hop equal to the destination means "directly") and
+        ``placement`` ([(site, host)] of every rank, indexed by rank).
 
     Raises
     ------
@@ -124,4 +125,5 @@ def rendezvous(address, environ=None):
     info["peers"] = {int(k): v for k, v in answer["peers"].items()}
     info["routes"] = {int(k): [tuple(hop) for hop in hops]
                       for k, hops in answer["routes"].items()}
+    info["placement"] = [tuple(where) for where in answer["placement"]]
     return info

@@ -78,7 +78,8 @@ def test_rendezvous_reports_a_torn_down_job():
 
 def test_credentials_come_first_then_the_rendezvous_answer_with_integer_ids():
     ours, environ = _agent_end(WELCOME, {"type": "rendezvous", "peers": {"0": "tcp://a"},
-                                         "routes": {"0": [[2, 1000]]}})
+                                         "routes": {"0": [[2, 1000]]},
+                                         "placement": [["a", "a1"], ["b", "b1"]]})
     assert credentials(environ) == {"rank": 1, "size": 2, "self_id": 1, "job_id": "j",
                                     "secret": bytes.fromhex("ab" * 16)}
     info = rendezvous("tcp://b", environ=environ)
@@ -89,3 +90,4 @@ def test_credentials_come_first_then_the_rendezvous_answer_with_integer_ids():
     assert info["secret"] == bytes.fromhex("ab" * 16) and info["self_id"] == 1
     assert info["peers"] == {0: "tcp://a"}
     assert info["routes"] == {0: [(2, 1000)]}
+    assert info["placement"] == [("a", "a1"), ("b", "b1")]

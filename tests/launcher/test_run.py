@@ -87,6 +87,8 @@ def test_rendezvous_hands_out_secret_peers_and_routes(coc_run):
     assert result.returncode == 0, result.stderr
     answers = sorted(map(json.loads, result.stdout.splitlines()), key=lambda a: a["rank"])
     assert [a["self_id"] for a in answers] == [0, 1, 2]
+    assert {tuple(map(tuple, a["placement"])) for a in answers} == \
+        {(("a", "a1"), ("a", "a1"), ("b", "b1"))}
     assert {a["size"] for a in answers} == {3}
     assert len({a["secret"] for a in answers}) == 1 and len(answers[0]["secret"]) == 64
     for a in answers:                     # every other endpoint; ids from 3 are gateways
