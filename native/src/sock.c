@@ -2,6 +2,7 @@
 #include "sock.h"
 
 #include <arpa/inet.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -34,7 +35,7 @@ static long sysctl_long(const char *path)
  */
 static void tune(int fd, int tcp)
 {
-    static int big_buffers = -1;
+    static _Atomic int big_buffers = -1;
     int one = 1, buf = COC__SOCK_BUF;
     if (tcp)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
