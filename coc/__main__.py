@@ -1,10 +1,11 @@
 """``python -m coc program.py [args]`` / ``python -m coc -m module [args]``: run one rank.
 
 The program runs through :mod:`runpy` exactly as ``python program.py`` would, with one
-difference: an unhandled exception prints its traceback tagged with the rank and ends the
-process at once with status 1, even if other threads would keep it alive. ``coc-run`` sees
-the non-zero exit and stops the whole job, so the other ranks are not left blocked waiting
-for a message that will never come.
+difference (as ``python -m mpi4py``): an unhandled exception prints its traceback tagged with
+the rank and ends the process at once with status 1, and ``sys.exit(code)`` with a non-zero
+code ends it at once with that code — no exit handlers run (they could wait on ranks that
+never come, such as a final barrier), and other threads cannot keep it alive. ``coc-run``
+sees the failure and stops the whole job, so the other ranks are not left blocked.
 """
 
 import os
@@ -28,8 +29,18 @@ def _launcher_frame(filename):
     return filename in (__file__, runpy.__file__) or filename.startswith("<frozen runpy")
 
 
+def _exit_now(code):
+    """Flush stdout and stderr and end the process with ``code``, skipping exit handlers."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def _abort(exc):
-    """Print ``exc``'s traceback tagged with the rank, flush, and end the process now."""
+    """Print ``exc``'s traceback tagged with the rank and end the process now with 1."""
     who = _who()
     tb = exc.__traceback__
     while tb is not None and _launcher_frame(tb.tb_frame.f_code.co_filename):
@@ -37,12 +48,15 @@ def _abort(exc):
     lines = traceback.format_exception(type(exc), exc, tb)
     text = "".join(f"[{who}] {line}" for chunk in lines for line in chunk.splitlines(True))
     sys.stderr.write(f"[{who}] unhandled exception, aborting the job\n{text}")
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(1)
+    _exit_now(1)
+
+
+def _exit_code(code):
+    """Return the status ``SystemExit(code)`` stands for, printing a message code as Python does."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
 
 
 def main(argv=None):
@@ -65,7 +79,12 @@ def main(argv=None):
         kwargs = {"run_name": "__main__"}
     try:
         run(target, **kwargs)
-    except (SystemExit, KeyboardInterrupt):
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+        if code:
+            _exit_now(code)
+        raise
+    except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - any other escape aborts the job
         _abort(exc)
