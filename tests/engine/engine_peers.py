@@ -48,6 +48,12 @@ def rss_bytes(pid):
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
+def minor_faults(pid):
+    """Return how many minor page faults process ``pid`` has taken (fresh pages touched)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
 def payload(seq, size):
     """Bytes of message ``seq``: its number in the first 8 bytes, then a pattern."""
     buf = np.full(size, seq % 251, dtype=np.uint8)
@@ -86,6 +92,14 @@ def send_tagged(eng, conn, dest, items):
     for tag, data in items:
         eng.isend(data, dest, tag).wait(TIMEOUT)
     return len(items)
+
+
+def send_repeated(eng, conn, dest, size, count):
+    """Send the same ``size`` bytes ``count`` times."""
+    data = np.ones(size, dtype=np.uint8)
+    for _ in range(count):
+        eng.isend(data, dest).wait(TIMEOUT)
+    return count
 
 
 def try_sends(eng, conn, dest, sizes):
