@@ -32,7 +32,8 @@ from coc.errors import CocError
 from coc.gateway import GatewayProcess, apply_update, parse_routes
 
 __all__ = ["SIZES", "QUICK_SIZES", "aligned", "iterations", "chain_tables", "tcp_only",
-           "paths", "run_coc", "run_tcp", "measure", "ratios", "format_report", "register"]
+           "engine_sockbuf", "paths", "run_coc", "run_tcp", "measure", "ratios",
+           "format_report", "register"]
 
 SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20]
 QUICK_SIZES = [0, 8, 4096, 65536, 1 << 20, 4 << 20]
@@ -70,6 +71,20 @@ def paths(endpoints):
             out.append((_coc_key(kind, gateways), f"{ENDPOINTS[kind]} {where}",
                         functools.partial(run_coc, gateways, endpoints=kind)))
     return out
+
+
+def engine_sockbuf():
+    """Return the socket buffer size the engine sets on this machine (0: autotuning).
+
+    The engine asks for 4 MiB only where net.core.wmem_max and rmem_max allow it.
+    """
+    caps = []
+    for name in ("wmem_max", "rmem_max"):
+        try:
+            caps.append(int(Path(f"/proc/sys/net/core/{name}").read_text()))
+        except (OSError, ValueError):
+            caps.append(0)
+    return SOCKBUF if min(caps) >= SOCKBUF else 0
 
 
 def aligned(nbytes):
@@ -314,8 +329,12 @@ def run_tcp(relays, specs, *, prefix=(), sockbuf=0, timeout=TIMEOUT):
 
 
 def measure(sizes, *, endpoints=("c", "python"), pin=False, quick=False, repeat=1,
-            options=None, transport="tcp", sockbuf=SOCKBUF, progress=None):
-    """Run every path ``repeat`` times, interleaved; return per-path medians of the runs."""
+            options=None, transport="tcp", sockbuf=None, progress=None):
+    """Run every path ``repeat`` times, interleaved; return per-path medians of the runs.
+
+    ``sockbuf`` is the references' socket buffer size (None: what the engine sets).
+    """
+    sockbuf = engine_sockbuf() if sockbuf is None else sockbuf
     specs = [[s, iterations(s, quick)] for s in sizes]
     prefix = ("taskset", "-c", "0") if pin else ()
     runs = {key: [] for key, _, _ in paths(endpoints)}
@@ -398,7 +417,8 @@ def _bench(args):
     modes = {"no": [False], "yes": [True], "both": [False, True]}[args.pin]
     endpoints = list(ENDPOINTS) if args.endpoints == "both" else [args.endpoints]
     report = {"command": " ".join(sys.argv), "cpus": os.cpu_count(), "repeat": args.repeat,
-              "options": options, "transport": args.transport, "sockbuf": args.sockbuf,
+              "options": options, "transport": args.transport,
+              "sockbuf": engine_sockbuf() if args.sockbuf is None else args.sockbuf,
               "runs": {}}
     for pin in modes:
         label = "pinned to CPU 0" if pin else "unpinned"
@@ -441,9 +461,9 @@ def register(patterns):
     p.add_argument("--endpoints", choices=["c", "python", "both"], default="both",
                    help="coc endpoints in C (the engine alone), in Python (through the "
                         "binding), or both")
-    p.add_argument("--sockbuf", type=int, default=SOCKBUF, metavar="BYTES",
-                   help="SO_SNDBUF/SO_RCVBUF of the references' sockets, as the engine sets "
-                        "its own (default 4 MiB; 0: the kernel's autotuning)")
+    p.add_argument("--sockbuf", type=int, default=None, metavar="BYTES",
+                   help="SO_SNDBUF/SO_RCVBUF of the references' sockets (default: what the "
+                        "engine sets, 4 MiB where the system allows; 0: autotuning)")
     p.add_argument("--transport", choices=["tcp", "any"], default="tcp",
                    help="coc endpoints reach each other over TCP like the references (tcp), "
                         "or may use the engine's same-host path (any)")
