@@ -222,8 +222,8 @@ class Agent:
                                  "address": answer["address"]})
             elif answer.get("ok"):
                 await self.send({"type": "ready", "gateway": gateway.ident})
-            elif "error" in answer:
-                await self.send({"type": "error", "gateway": gateway.ident,
+            elif "error" in answer:     # it cannot forward as told: the job cannot run
+                await self.send({"type": "error", "gateway": gateway.ident, "fatal": True,
                                  "message": f"gateway daemon: {answer['error']}"})
 
     async def keep_log(self, gateway):

@@ -70,9 +70,11 @@ class AgentLink:
             self.process.stdin.write(protocol.encode(message))
 
     def kill(self):
-        """SIGKILL the agent's process group (its ranks follow: they die with their agent)."""
+        """SIGKILL the agent and its process group (its ranks die with their agent)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()          # a spawner may not have made it a group leader
 
 
 class Job:

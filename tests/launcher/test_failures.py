@@ -126,3 +126,27 @@ def test_unreachable_site_fails_the_launch_and_stops_the_sites_already_started(
         asyncio.run(job.run(timeout=20))
     assert job.agents["a"].process.returncode == 0
     assert_all_gone(recorded_pids(tmp_path) | {job.agents["a"].process.pid}, within=0.5)
+
+
+class _SiteThatHangs(spawners.Spawner):
+    """An agent command that never says hello (a login node that hangs)."""
+
+    kind = "hangs"
+
+    async def start(self, env):
+        return await asyncio.create_subprocess_exec(
+            "sleep", "300", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+
+
+@pytest.mark.filterwarnings("ignore::coc.errors.TopologyWarning")
+def test_a_site_that_never_answers_times_out_and_its_agent_is_killed(monkeypatch, tmp_path):
+    monkeypatch.setitem(spawners.SPAWNERS, "hangs", _SiteThatHangs)
+    plan = make_plan(topology.load("two-sites"), ["true"], n=1, spawners={"a": "hangs"},
+                     start_gateways=False)
+    job = Job(plan, OutputSink({}, output_dir=tmp_path), os.urandom(32), hello_timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(LaunchError, match=r"site a: site unreachable: its agent did not answer "
+                                          r"within 0.5 s"):
+        asyncio.run(job.run())
+    assert time.monotonic() - started < 5
+    assert job.agents["a"].process.returncode == -9
