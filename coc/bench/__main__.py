@@ -5,6 +5,7 @@ run the same measurement as ``coc bench run``.
 """
 
 import argparse
+import importlib
 import sys
 
 from coc.bench import cli
@@ -12,9 +13,12 @@ from coc.bench import cli
 
 def main(argv=None):
     """Parse ``argv`` as ``coc bench`` does and run the chosen sub-command."""
-    parser = argparse.ArgumentParser(prog="python -m coc.bench")
-    cli.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
+    parser = argparse.ArgumentParser(prog="python -m coc.bench",
+                                     description="The sub-commands of `coc bench`.")
+    subparsers = parser.add_subparsers(dest="pattern", metavar="PATTERN", required=True)
+    for name in cli._PATTERN_MODULES:
+        importlib.import_module(name).register(subparsers)
+    args = parser.parse_args(argv)
     return args.func(args)
 
 

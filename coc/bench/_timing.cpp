@@ -32,6 +32,7 @@ constexpr const char *kLocalClockName = "CLOCK_MONOTONIC";
 // The injected distortion (test hook); zero in real runs.
 int64_t skew_offset_ns = 0;
 double skew_ppm = 0.0;
+int64_t skew_origin_ns = 0;  // the rate error accumulates from here (when it was set)
 
 int64_t os_ns() {
     timespec ts;
@@ -41,7 +42,7 @@ int64_t os_ns() {
 
 int64_t local_ns() {
     int64_t t = os_ns();
-    return t + skew_offset_ns + int64_t(double(t) * skew_ppm * 1e-6);
+    return t + skew_offset_ns + int64_t(double(t - skew_origin_ns) * skew_ppm * 1e-6);
 }
 
 // Sleep (not spin) for ns nanoseconds of the OS clock, restarting after signals.
@@ -109,9 +110,10 @@ PYBIND11_MODULE(_timing, m) {
     m.def("set_skew", [](int64_t offset_ns, double ppm) {
               skew_offset_ns = offset_ns;
               skew_ppm = ppm;
+              skew_origin_ns = os_ns();
           },
           py::arg("offset_ns"), py::arg("ppm") = 0.0,
-          "Distort the local clock by an offset and a rate error (a test hook).");
+          "Distort the local clock from now on by an offset and a rate error (a test hook).");
     m.def("resolution_ns", []() {
               timespec ts;
               clock_getres(kLocalClock, &ts);

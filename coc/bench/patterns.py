@@ -214,11 +214,11 @@ def by_name(names):
     ['PingPong', 'Barrier']
     """
     known = {p.name.lower(): p for p in PATTERNS}
-    try:
-        return [known[n.lower()] for n in names]
-    except KeyError as exc:
-        raise ValueError(f"unknown pattern {exc.args[0]!r}: expected one of "
-                         f"{', '.join(p.name for p in PATTERNS)}") from None
+    unknown = [n for n in names if n.lower() not in known]
+    if unknown:
+        raise ValueError(f"unknown pattern {unknown[0]!r}: expected one of "
+                         f"{', '.join(p.name for p in PATTERNS)}")
+    return [known[n.lower()] for n in names]
 
 
 def sizes_for(pattern, quick=False, sizes=None):
