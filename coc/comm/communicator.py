@@ -12,7 +12,8 @@ from coc.comm import transport
 from coc.comm.buffers import IN_PLACE, as_array, as_vector, contiguous
 from coc.comm.collectives import base, flat, hierarchical
 from coc.comm.ops import SUM, Op
-from coc.comm.request import Request, Status, run
+from coc.comm.request import Request, Status, run, translate
+from coc.errors import PeerLost, TruncationError
 
 __all__ = ["Communicator", "ANY_SOURCE", "ANY_TAG", "UNDEFINED"]
 
@@ -199,7 +200,8 @@ class Communicator:
 
     def Send(self, buf, dest, tag=0):
         """Send the buffer ``buf`` to rank ``dest``."""
-        self.Isend(buf, dest, tag).Wait()
+        _check_tag(tag)
+        _wait(self, transport.post(self, contiguous(as_array(buf)), dest, tag, transport.BUF))
 
     def _recv_buf(self, arr, source, tag):
         (st,) = yield [self._world.engine.irecv(arr, self._endpoint(source), tag,
@@ -212,7 +214,10 @@ class Communicator:
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receive into the buffer ``buf``; a larger message raises TruncationError."""
-        self.Irecv(buf, source, tag).Wait(status)
+        st = _wait(self, self._world.engine.irecv(as_array(buf), self._endpoint(source), tag,
+                                                  self._context + transport.BUF))
+        if status is not None:
+            status._fill(Status(self._rank_of(st.source), st.tag, st.count))
 
     def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
                  recvtag=ANY_TAG, status=None):
@@ -434,6 +439,14 @@ class Communicator:
         """Send ``buf`` without blocking the event loop."""
         from coc.comm import aio
         await aio.wait(self.Isend(buf, dest, tag))
+
+
+def _wait(comm, request):
+    """Wait for one engine request; name ranks of ``comm`` in its errors."""
+    try:
+        return request.wait()
+    except (TruncationError, PeerLost) as exc:
+        raise translate(comm, exc) from None
 
 
 def _check_tag(tag):

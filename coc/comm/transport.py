@@ -45,7 +45,7 @@ def post(comm, buf, dest, tag, ctx):
         raise ValueError(f"{comm.name}: destination rank {dest} out of range 0..{comm.size - 1}")
     target = comm._ranks[dest]
     req = world.engine.isend(buf, target, tag, comm._context + ctx)
-    world.count(target, memoryview(buf).nbytes)
+    world.count(target, buf.nbytes if isinstance(buf, np.ndarray) else memoryview(buf).nbytes)
     return req
 
 

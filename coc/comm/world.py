@@ -103,7 +103,8 @@ def _open_under_coc_run():
         raise LaunchError(f"endpoint id {me['self_id']} differs from rank {me['rank']}",
                           rank=me["rank"])
     eng = native.Engine(me["self_id"], me["secret"],
-                        listen_host=os.environ.get("COC_LISTEN_HOST", "127.0.0.1"))
+                        listen_host=os.environ.get("COC_LISTEN_HOST", "127.0.0.1"),
+                        spin_ns=int(os.environ.get("COC_SPIN_NS", "0")))
     try:
         info = rankside.rendezvous(eng.address)
         for peer, address in info["peers"].items():
