@@ -232,15 +232,23 @@ class Agent:
             gateway.log.append(line.decode(errors="replace").rstrip("\n"))
 
     async def relay_address(self, rank, sock):
-        """Wait for a rank's engine address on its socket and pass it to ``coc-run``."""
+        """Wait for a rank's engine address on its socket and pass it to ``coc-run``.
+
+        Returns the socket's writer for the answer, or None when the rank never sent one.
+        """
         reader, writer = await asyncio.open_unix_connection(sock=sock)
         try:
             message = await protocol.read_message(reader)
-        except CocError as exc:
-            await self.send({"type": "error", "rank": rank, "message": f"rendezvous: {exc}"})
+        except (ConnectionError, CocError) as exc:
             message = None
-        if message is not None and message["type"] == "address":
-            await self.send({"type": "address", "rank": rank, "address": message["address"]})
+            if isinstance(exc, CocError):
+                await self.send({"type": "error", "rank": rank, "message": f"rendezvous: {exc}"})
+        if message is None or message["type"] != "address":
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()  # the rank ended without reading its welcome
+            return None
+        await self.send({"type": "address", "rank": rank, "address": message["address"]})
         return writer
 
     def update_gateways(self, updates):
@@ -257,6 +265,8 @@ class Agent:
             if task is None:
                 continue
             writer = await task
+            if writer is None:
+                continue
             with contextlib.suppress(ConnectionError):
                 await protocol.send_message(writer, {"type": "rendezvous", **answer})
             writer.close()
@@ -292,12 +302,13 @@ class Agent:
         """Wait for a child to exit, end what is left of its group, and report the exit."""
         code = await child.exited
         _signal_group(child.process.pid, signal.SIGKILL)
-        done, pending = await asyncio.wait(child.pumps, timeout=_DRAIN_TIMEOUT)
+        relay = self.rank_sockets.pop(child.ident, None) if child.kind == "rank" else None
+        tasks = [*child.pumps, *([relay] if relay else [])]
+        done, pending = await asyncio.wait(tasks, timeout=_DRAIN_TIMEOUT)
         for task in pending:
             task.cancel()
-        task = self.rank_sockets.pop(child.ident, None) if child.kind == "rank" else None
-        if task is not None:
-            task.cancel()
+        if relay in done and relay.result() is not None:
+            relay.result().close()       # it sent its address but will not need the answer
         await self.send({"type": "exit", **child.key, "code": code if code >= 0 else None,
                          "signal": -code if code < 0 else None, "log": list(child.log)})
 

@@ -5,6 +5,7 @@ import asyncio
 import os
 import re
 import secrets
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -183,6 +184,8 @@ def main(argv=None):
     except CocError as exc:
         print(f"coc-run: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:                  # Ctrl-C before the job's handlers were set
+        return 128 + signal.SIGINT
     except BrokenPipeError:                    # coc-run ... | head
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

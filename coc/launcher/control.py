@@ -188,11 +188,17 @@ class Job:
             if self.stopping:
                 break
             spawner = spawner_for(self.plan.spawners[site], site)
-            process = await spawner.start({})
+            try:
+                process = await spawner.start({})
+            except OSError as exc:
+                raise LaunchError(f"site unreachable: cannot start its agent: {exc}",
+                                  site=site) from None
             agent = self.agents[site] = AgentLink(site, process)
             await self._hello(agent)
             agent.task = asyncio.ensure_future(self._follow(agent))
             agent.send(self.plan.agent_job(site, self.secret, self.grace))
+            if self.stopping:            # stopped while this agent was starting
+                agent.send({"type": "stop"})
         self.started = True
         self._check_ended()
 
