@@ -72,7 +72,7 @@ def open_backend(name="auto"):
             raise CocError("--backend mpi4py needs mpi4py (pip install mpich mpi4py)") from exc
         comm = MPI.COMM_WORLD
         library = (f"mpi4py {mpi4py.__version__}, "
-                   f"{MPI.Get_library_version().splitlines()[0].strip()}")
+                   f"{' '.join(MPI.Get_library_version().split()[:3])}")
         site, host = "mpi", MPI.Get_processor_name()
     else:
         raise CocError(f"unknown backend {name!r}: expected coc, mpi4py or auto")

@@ -17,7 +17,7 @@ import numpy as np
 from coc.bench.report import size_text
 from coc.bench.stats import bandwidth_mbs, histogram_bins
 
-__all__ = ["plot_run", "plot_compare", "curve_points"]
+__all__ = ["plot_run", "plot_compare", "curve_points", "pyplot", "save"]
 
 DPI = 80
 CLASS_STYLE = {"host": "tab:green", "site": "tab:blue", "wan": "tab:red"}
@@ -25,7 +25,8 @@ WHAT_STYLE = {"oneway": "-", "half-rtt": "--", "completion": "-"}
 CLASS_TITLE = {"host": "within host", "site": "within site", "wan": "across sites"}
 
 
-def _pyplot():
+def pyplot():
+    """Return matplotlib.pyplot on the non-interactive Agg backend."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -46,7 +47,8 @@ def _grid(plt, n, width=3.2, height=2.4):
     return fig, list(axes.flat)
 
 
-def _save(plt, fig, path):
+def save(plt, fig, path):
+    """Write ``fig`` to ``path`` as a small PNG and close it; return ``path``."""
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -77,7 +79,7 @@ def _histograms(plt, pattern, cls, groups, out):
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6)
     fig.suptitle(f"{pattern}, {CLASS_TITLE.get(cls, cls)}: time distribution", fontsize=10)
-    return _save(plt, fig, out / f"hist-{pattern}-{cls}.png")
+    return save(plt, fig, out / f"hist-{pattern}-{cls}.png")
 
 
 def _per_rank(plt, pattern, groups, out):
@@ -98,7 +100,7 @@ def _per_rank(plt, pattern, groups, out):
         ax.set_ylabel("rank", fontsize=8)
         ax.tick_params(labelsize=7)
     fig.suptitle(f"{pattern}: every trial's completion, per rank", fontsize=10)
-    return _save(plt, fig, out / f"ranks-{pattern}.png")
+    return save(plt, fig, out / f"ranks-{pattern}.png")
 
 
 def curve_points(groups, what):
@@ -112,12 +114,11 @@ def curve_points(groups, what):
     return points
 
 
-def _curves(axes, label, groups, what, color, style="-"):
-    """Draw latency (median, p10–p90 band) and bandwidth curves of ``groups`` on ``axes``."""
-    pts = curve_points(groups, what)
-    if not pts:
+def _curves(axes, label, points, color, style="-"):
+    """Draw latency (median, band) and bandwidth curves of ``[(size, lo, median, hi)]``."""
+    if not points:
         return
-    size, p10, med, p90 = map(np.array, zip(*pts))
+    size, p10, med, p90 = map(np.array, zip(*points))
     lat, bw = axes
     lat.plot(size, med, style, color=color, marker=".", label=label)
     lat.fill_between(size, p10, p90, color=color, alpha=0.15)
@@ -143,7 +144,7 @@ def _curve_axes(plt, title):
 
 def plot_run(results, out):
     """Write every plot of one run into directory ``out``; return the paths."""
-    plt = _pyplot()
+    plt = pyplot()
     out = Path(out)
     groups = results["groups"]
     paths = [_histograms(plt, pattern, cls, gs, out)
@@ -157,24 +158,25 @@ def plot_run(results, out):
                                      "one-way (global clock, solid) and half round trip (dashed)")
         for cls, gs in _by(pingpong, "class").items():
             for what in ("oneway", "half-rtt"):
-                _curves(axes, f"{CLASS_TITLE.get(cls[0], cls[0])}, {what}", gs, what,
-                        CLASS_STYLE.get(cls[0], "k"), WHAT_STYLE[what])
+                _curves(axes, f"{CLASS_TITLE.get(cls[0], cls[0])}, {what}",
+                        curve_points(gs, what), CLASS_STYLE.get(cls[0], "k"), WHAT_STYLE[what])
         for ax in axes:
             ax.legend(fontsize=7)
-        paths.append(_save(plt, fig, out / "curves.png"))
+        paths.append(save(plt, fig, out / "curves.png"))
     return paths
 
 
 def plot_compare(series, path, title):
     """Draw latency and bandwidth curves of several runs in one PNG.
 
-    ``series`` is ``[(label, groups, what, color, style)]`` where ``groups`` are one run's
-    groups of one pattern and class (or the reference's, in the same shape).
+    ``series`` is ``[(label, points, color, style)]`` with ``points`` as
+    :func:`curve_points` returns them (a reference without a distribution may give the
+    median as its band).
     """
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = _curve_axes(plt, title)
-    for label, groups, what, color, style in series:
-        _curves(axes, label, groups, what, color, style)
+    for label, points, color, style in series:
+        _curves(axes, label, points, color, style)
     for ax in axes:
         ax.legend(fontsize=7)
-    return _save(plt, fig, Path(path))
+    return save(plt, fig, Path(path))
