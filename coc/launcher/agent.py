@@ -207,11 +207,15 @@ class Agent:
     async def pump(self, child, stream, pipe):
         """Relay one output stream of a child to ``coc-run`` until it closes."""
         while data := await pipe.read(_READ_SIZE):
-            await self.send({"type": "output", **child.key, "stream": stream,
-                             "data": protocol.pack_bytes(data)})
+            await self.output(child, stream, data)
+
+    async def output(self, child, stream, data):
+        """Send ``data`` that ``child`` wrote on ``stream`` to ``coc-run``."""
+        await self.send({"type": "output", **child.key, "stream": stream,
+                         "data": protocol.pack_bytes(data)})
 
     async def follow_gateway(self, gateway):
-        """Relay a gateway daemon's address, then report the errors its answers carry."""
+        """Relay a gateway daemon's address and answers; its final statistics are output."""
         while line := await gateway.process.stdout.readline():
             try:
                 answer = json.loads(line)
@@ -225,11 +229,14 @@ class Agent:
             elif "error" in answer:     # it cannot forward as told: the job cannot run
                 await self.send({"type": "error", "gateway": gateway.ident, "fatal": True,
                                  "message": f"gateway daemon: {answer['error']}"})
+            else:                       # {"exit": ..., "stats": {...}} as it stops
+                await self.output(gateway, "stdout", line)
 
     async def keep_log(self, gateway):
-        """Keep the last lines a gateway daemon logs, to explain its exit if it fails."""
+        """Relay a gateway daemon's log, keeping its last lines to explain a failure."""
         while line := await gateway.process.stderr.readline():
             gateway.log.append(line.decode(errors="replace").rstrip("\n"))
+            await self.output(gateway, "stderr", line)
 
     async def relay_address(self, rank, sock):
         """Wait for a rank's engine address on its socket and pass it to ``coc-run``.

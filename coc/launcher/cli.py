@@ -167,7 +167,10 @@ async def run(plan, args):
     """Run ``plan`` and return coc-run's exit status."""
     sources = {("rank", p.rank): (f"{p.site}/{p.host}/{p.rank}", f"rank.{p.rank}")
                for p in plan.placements}
-    sink = OutputSink(sources, tag=args.tag_output, output_dir=args.output_dir)
+    gateways = {("gateway", g.endpoint): (f"{g.site}/{g.host}/gateway", f"gateway.{g.host}")
+                for g in plan.gateways}
+    sink = OutputSink({**sources, **gateways}, tag=args.tag_output, output_dir=args.output_dir,
+                      files_only=gateways)
     return await Job(plan, sink, secrets.token_bytes(32)).run(timeout=args.timeout)
 
 

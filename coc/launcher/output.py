@@ -51,13 +51,18 @@ class OutputSink:
         Prefix every line with ``[prefix]`` (lines are kept whole either way).
     output_dir : path, optional
         Write ``<stem>.stdout`` and ``<stem>.stderr`` there instead of to the terminal.
+    files_only : iterable
+        Sources whose output only goes to files (gateway daemons' logs and statistics);
+        without ``output_dir`` it is dropped.
     """
 
-    def __init__(self, sources, *, tag=False, output_dir=None, stdout=None, stderr=None):
+    def __init__(self, sources, *, tag=False, output_dir=None, files_only=(), stdout=None,
+                 stderr=None):
         self.targets = {"stdout": stdout or sys.stdout.buffer,
                         "stderr": stderr or sys.stderr.buffer}
         self.taggers = {}
         self.files = {}
+        self.dropped = set(files_only) if output_dir is None else set()
         if output_dir is not None:
             Path(output_dir).mkdir(parents=True, exist_ok=True)
             for source, (_, stem) in sources.items():
@@ -81,6 +86,8 @@ class OutputSink:
 
     def write(self, source, stream, data):
         """Deliver ``data`` that ``source`` wrote on ``stream`` (``"stdout"``/``"stderr"``)."""
+        if source in self.dropped:
+            return
         tagger = self.taggers.get((source, stream))
         self._emit(source, stream, tagger.feed(data) if tagger else data)
 

@@ -103,15 +103,22 @@ def test_rendezvous_hands_out_secret_peers_and_routes(coc_run):
 
 
 @pytest.mark.skipif(not gateway_daemon_available(), reason="the engine is not built")
-def test_real_engines_pass_a_ring_message_across_sites_through_gateway_daemons(coc_run):
-    result = coc_run("-n", 4, program("engine_ring.py"))
+def test_real_engines_pass_a_ring_message_across_sites_through_gateway_daemons(coc_run,
+                                                                               tmp_path):
+    result = coc_run("-n", 4, "--output-dir", tmp_path / "out", program("engine_ring.py"))
     assert result.returncode == 0, result.stderr
-    answers = {a["rank"]: a for a in map(json.loads, result.stdout.splitlines())}
+    out = tmp_path / "out"
+    answers = {r: json.loads((out / f"rank.{r}.stdout").read_text()) for r in range(4)}
     assert {r: a["got"] for r, a in answers.items()} == \
         {r: f"hello from {(r - 1) % 4}" for r in range(4)}
     # ranks 0, 1 on site a; 2, 3 on site b; a-gw is endpoint 4, b-gw endpoint 5
     assert answers[1]["routes"] == {"0": [[0, 1]], "2": [[4, 1000]], "3": [[4, 1000]]}
     assert answers[2]["routes"]["1"] == [[5, 1000]]
+    # 1 -> 2 and 3 -> 0 cross sites: each gateway daemon forwarded exactly those two
+    for gateway in ("a-gw", "b-gw"):
+        final = json.loads((out / f"gateway.{gateway}.stdout").read_text())
+        assert final["stats"]["frames_forwarded"] == 2, final
+        assert "forwarding at tcp://127.0.0.1:" in (out / f"gateway.{gateway}.stderr").read_text()
 
 
 def test_the_secret_is_in_no_command_line_and_no_environment(coc_run):
