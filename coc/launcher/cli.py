@@ -126,7 +126,9 @@ def _host_limits(args, G):
             except OSError as exc:
                 raise LaunchError(f"--hostfile {args.hostfile}: {exc.strerror}") from None
             limits += placement.parse_hostfile(text, args.hostfile)
-        return limits, " ".join(f"--host {h}" for h in args.host) or f"--hostfile {args.hostfile}"
+        given = [f"--host {h}" for h in args.host]
+        given += [f"--hostfile {args.hostfile}"] if args.hostfile else []
+        return limits, " ".join(given)
     allocation = scheduler_allocation()
     if allocation is None:
         return None, "topology"
@@ -169,8 +171,12 @@ async def run(plan, args):
                for p in plan.placements}
     gateways = {("gateway", g.endpoint): (f"{g.site}/{g.host}/gateway", f"gateway.{g.host}")
                 for g in plan.gateways}
-    sink = OutputSink({**sources, **gateways}, tag=args.tag_output, output_dir=args.output_dir,
-                      files_only=gateways)
+    try:
+        sink = OutputSink({**sources, **gateways}, tag=args.tag_output,
+                          output_dir=args.output_dir, files_only=gateways)
+    except OSError as exc:
+        raise LaunchError(f"--output-dir {args.output_dir}: {exc.strerror}: "
+                          f"{exc.filename}") from None
     return await Job(plan, sink, secrets.token_bytes(32)).run(timeout=args.timeout)
 
 

@@ -47,6 +47,7 @@ def _error(capsys, *argv):
     (["-n", "0", "true"], ["-n 0: need at least one rank"]),
     (["-n", "2"], ["no program given"]),
     (["--hostfile", "/nonexistent/hosts", "true"], ["--hostfile /nonexistent/hosts"]),
+    (["--output-dir", "/proc/no/such", "true"], ["--output-dir /proc/no/such"]),
 ])
 def test_bad_requests_get_a_clear_message_and_exit_2(capsys, argv, words):
     err = _error(capsys, *argv)
