@@ -184,10 +184,10 @@ def _plot_pingpong(results, refs, path):
               for cls in ("host", "site", "wan")]
     series += [(title, curve_points(_pingpong_groups(results[key]), "half-rtt"), color, "--")
                for (key, title, _, _), color in zip(RUNS[1:], ("tab:purple", "tab:brown"))]
-    series += [(title, refs[key], color, ":")
+    series += [(title, [(size, med, med, med) for size, _, med, _ in refs[key]], color, ":")
                for (key, title, _), color in zip(REFERENCES, ("tab:gray", "black"))]
     return plot_compare(series, path, "PingPong half round trip: coc by class vs MPICH "
-                                      "and C references (median, p10–p90 band)")
+                                      "(median, p10–p90 band) and C references (median)")
 
 
 def _plot_collectives(results, path):
@@ -206,6 +206,7 @@ def _plot_collectives(results, path):
         ax.boxplot(data, whis=(1, 99), showfliers=True, flierprops={"markersize": 2})
         ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=7)
         ax.set_yscale("log")
+        plots.log_axis(ax.yaxis)
         ax.set_title(f"{pattern} {report.size_text(g['size'])}", fontsize=9)
         ax.set_ylabel("completion per rank (µs)", fontsize=8)
     fig.suptitle("Collectives, 4 ranks: every rank's completion (box p25–p75, whiskers "

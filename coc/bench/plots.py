@@ -17,7 +17,7 @@ import numpy as np
 from coc.bench.report import size_text
 from coc.bench.stats import bandwidth_mbs, histogram_bins
 
-__all__ = ["plot_run", "plot_compare", "curve_points", "pyplot", "save"]
+__all__ = ["plot_run", "plot_compare", "curve_points", "pyplot", "save", "log_axis"]
 
 DPI = 80
 CLASS_STYLE = {"host": "tab:green", "site": "tab:blue", "wan": "tab:red"}
@@ -55,6 +55,14 @@ def save(plt, fig, path):
     return path
 
 
+def log_axis(axis):
+    """Put a log axis on plain-number major labels and no minor labels (no 4x10^2 clutter)."""
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(ScalarFormatter())
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _by(groups, *keys):
     out = {}
     for g in groups:
@@ -74,6 +82,7 @@ def _histograms(plt, pattern, cls, groups, out):
                     label=f"{g['what']} (median {np.median(t):.1f})")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        log_axis(ax.xaxis)
         ax.set_title(f"{size_text(size)}" if size else pattern, fontsize=9)
         ax.set_xlabel("µs", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -95,6 +104,7 @@ def _per_rank(plt, pattern, groups, out):
             ax.scatter(t[~late], y[~late], s=3, alpha=0.5, color="tab:blue")
             ax.scatter(t[late], y[late], s=3, alpha=0.5, color="tab:gray")
         ax.set_xscale("log")
+        log_axis(ax.xaxis)
         ax.set_title(f"{size_text(size)}" if size else pattern, fontsize=9)
         ax.set_xlabel("completion after start (µs)", fontsize=8)
         ax.set_ylabel("rank", fontsize=8)
@@ -136,6 +146,7 @@ def _curve_axes(plt, title):
         ax.set_xlabel("message size (bytes)")
         ax.grid(True, which="both", alpha=0.3)
     lat.set_yscale("log")
+    log_axis(lat.yaxis)
     lat.set_ylabel("time (µs): median, p10–p90")
     bw.set_ylabel("bandwidth (MB/s, size / median)")
     fig.suptitle(title, fontsize=10)
