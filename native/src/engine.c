@@ -505,6 +505,30 @@ int coc_engine_set_route(coc_engine *e, uint32_t dest, const uint32_t *hops, con
     return d ? 0 : -ENOMEM;
 }
 
+/* Is `hop` a next hop of some route? (The engine connects only to those.) */
+static int is_hop(coc_engine *e, uint32_t hop)
+{
+    for (size_t i = 0; i < e->dests.cap; i++) {
+        const coc__dest *d = e->dests.vals[i];
+        for (size_t k = 0; d && k < d->route.n; k++)
+            if (d->route.hops[k] == hop)
+                return 1;
+    }
+    return 0;
+}
+
+int coc_engine_connect(coc_engine *e, uint32_t hop)
+{
+    if (!e || hop == e->self)
+        return COC_EINVAL;
+    int rc = COC_ENOROUTE;
+    pthread_mutex_lock(&e->lock);
+    if (is_hop(e, hop) && coc__conn_to(e, hop, &rc))
+        rc = 0;
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
 int coc_engine_set_peer_delay(coc_engine *e, uint32_t id, uint64_t delay_ns)
 {
     if (!e)

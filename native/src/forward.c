@@ -13,10 +13,13 @@
  * until the window drains to half; the kernel's socket buffers then fill and TCP slows the
  * sender. So a receiver that stops reading slows its sender and the gateway stays flat.
  *
- * Failures: for every connection the gateway remembers which (endpoint to tell, endpoint
- * lost) pairs crossed it; when it dies, each endpoint to tell gets an ERROR frame naming
- * the lost endpoint, so requests at the origin fail instead of hanging. A frame with no
- * usable next hop is dropped and answered with an ERROR frame too.
+ * Failures: when a directly connected endpoint dies (no BYE), every endpoint in the route
+ * table gets an ERROR frame naming it, so requests that need it fail instead of hanging,
+ * whether or not their traffic crossed this gateway. When a link to another gateway dies,
+ * the endpoints behind it are many: for every connection the gateway remembers which
+ * (endpoint to tell, endpoint lost) pairs crossed it, and each endpoint to tell gets an
+ * ERROR frame naming the lost one. A frame with no usable next hop is dropped and answered
+ * with an ERROR frame (no route / peer lost) too.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -168,7 +171,17 @@ void coc__forward_lost(coc_engine *e, coc__conn *c)
 {
     if (!e->forward)
         return;
-    if (c->authed && !c->bye) {
+    if (c->authed && !c->bye && !(c->theirs.flags & COC__HELLO_GATEWAY)) {
+        /* an endpoint died: tell every endpoint we route for, so one waiting on it
+         * hears even if none of its traffic crossed this gateway */
+        for (size_t i = 0; i < e->dests.cap; i++) {
+            coc__hdr eh = {.type = COC__ERROR, .source = c->peer_id, .dest = e->dests.keys[i],
+                           .tag = COC_EPEERLOST};
+            if (e->dests.vals[i] && eh.dest != eh.source && eh.dest != e->self)
+                coc__send_ctrl(e, &eh, 0);
+        }
+    } else if (c->authed && !c->bye) {
+        /* a gateway link died: tell the endpoints of the pairs that crossed it */
         for (size_t i = 0; i < c->nflows; i++) {
             coc__hdr eh = {.type = COC__ERROR, .source = c->flows[i].lost, .dest = c->flows[i].notify,
                            .tag = COC_EPEERLOST};

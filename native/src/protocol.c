@@ -464,7 +464,9 @@ void coc__lost_id(coc_engine *e, uint32_t id, int error)
 {
     if (id == e->self)
         return;
-    e->stats.peers_lost++;
+    int lost = error == COC_EPEERLOST; /* else no route: the endpoint lives, a message died */
+    if (lost)
+        e->stats.peers_lost++;
     coc__log(e, "endpoint %u unreachable (%s, reported by a gateway)", id, coc_strerror(error));
     coc__notify(e);
     for (coc_request *r = e->reqs; r; r = r->next) {
@@ -473,6 +475,8 @@ void coc__lost_id(coc_engine *e, uint32_t id, int error)
         if (r->kind == COC__SEND) {
             if ((uint32_t)r->peer == id)
                 fail(e, r, r->peer, error);
+        } else if (!lost) {
+            continue;
         } else if (r->phase == COC__POSTED) {
             if (r->peer == COC_ANY_SOURCE || (uint32_t)r->peer == id)
                 fail(e, r, (int32_t)id, error);
@@ -480,5 +484,6 @@ void coc__lost_id(coc_engine *e, uint32_t id, int error)
             fail(e, r, (int32_t)id, error);
         }
     }
-    drop_envelopes(e, 0, id);
+    if (lost)
+        drop_envelopes(e, 0, id);
 }

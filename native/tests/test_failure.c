@@ -155,6 +155,45 @@ int main(void)
     CHECK(sg.peers_lost == 1);
     coc_engine_close(a);
     coc_engine_close(g);
+
+    /* 4. an endpoint that never sent anything dies behind a gateway: having connected to
+     * the gateway at start is enough for a receive naming it to fail */
+    a = open_parent(1, 0);
+    memcpy(a_addr, my_address, sizeof a_addr);
+    g = open_parent(10, COC_ENGINE_FORWARD);
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        coc_engine *c = t_open(2, 0, 1, 0, 0, 0);
+        CHECK_RC(coc_engine_add_peer(c, 10, my_address));
+        t_route(c, 1, 10);
+        CHECK(coc_engine_connect(c, 1) == COC_ENOROUTE); /* not a next hop */
+        CHECK_RC(coc_engine_connect(c, 10));
+        coc_stats cs;
+        do {
+            usleep(1000);
+            coc_engine_stats(c, &cs);
+        } while (cs.connections_open == 0);
+        CHECK(write(fds[1], "x", 1) == 1);
+        _exit(check_failures);
+    }
+    char x;
+    CHECK(read(fds[0], &x, 1) == 1);
+    t_know(a, 10, g, 0);
+    t_route(a, 2, 10);
+    CHECK_RC(coc_engine_add_peer(g, 1, a_addr));
+    t_route(g, 2, 2);
+    t_route(g, 1, 1);
+    CHECK_RC(coc_irecv(a, 2, 0, 0, buf, 10, &r));
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(coc_wait(r, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST && st.source == 2);
+    coc_request_free(r);
+    coc_engine_close(a);
+    coc_engine_close(g);
+    close(fds[0]);
+    close(fds[1]);
     free(buf);
     CHECK_DONE();
 }

@@ -136,6 +136,16 @@ int coc_engine_set_route(coc_engine *e, uint32_t dest, const uint32_t *hops,
                          const uint32_t *weights, size_t n);
 
 /*
+ * Connect to next hop `hop` now rather than when traffic first needs it (added after
+ * 0.1.0). Failure detection needs a connection: an endpoint that never sent anything has
+ * none, so its death goes unnoticed. Connecting each endpoint to its gateway(s) at start
+ * lets a gateway see it die and tell every endpoint (ERROR frames, docs/wire-protocol.md).
+ * `hop` must be a next hop of some route (COC_ENOROUTE otherwise, as for sends); returns
+ * -errno if connecting fails at once. Does not wait for the handshake.
+ */
+int coc_engine_connect(coc_engine *e, uint32_t hop);
+
+/*
  * Emulate latency in user space: delay every frame sent to peer `id` by delay_ns (0 turns
  * it off). For testbeds on kernels without netem; not meant for production use.
  */
