@@ -109,8 +109,9 @@ def available_slots(G, limits=None):
         for host, count in limits:
             attrs = G.nodes.get(host)
             if attrs is None or attrs.get("kind") != "host":
-                raise LaunchError(f"unknown host (topology {G.graph.get('name')} has: "
-                                  f"{hostlist.compress(list(topology.placement_slots(G)))})", host=host)
+                known = hostlist.compress(list(slots))
+                raise LaunchError(f"unknown host (topology {G.graph.get('name')} has: {known})",
+                                  host=host)
             if attrs["dedicated"]:
                 raise LaunchError("is a dedicated gateway and runs no ranks", host=host)
             chosen[host] = slots.get(host, 0) if count is None else count

@@ -1,4 +1,4 @@
-"""Placement and plans against golden files in tests/data/launcher (COC_UPDATE_GOLDEN=1 rewrites)."""
+"""Placement and plans against golden files in tests/data/launcher (COC_UPDATE_GOLDEN=1)."""
 
 import os
 import warnings

@@ -8,7 +8,7 @@ import pytest
 
 from coc.launcher.plan import gateway_daemon_available
 
-from launcher_helpers import assert_all_gone, program, recorded_pids, wait_for_files
+from launcher_helpers import assert_all_gone, program, recorded_pids
 
 
 @pytest.mark.parametrize("n", [1, 2, 8])

@@ -14,7 +14,7 @@ class LocalSpawner(spawners.Spawner):
     kind = "local"
 
     async def start(self, env):
-        """Start ``python -m coc.launcher.agent`` here; Ctrl-C at the terminal reaches only coc-run."""
+        """Start the agent here in its own session: Ctrl-C at a terminal reaches only coc-run."""
         return await asyncio.create_subprocess_exec(
             *self.agent_argv(), env={**os.environ, **env}, start_new_session=True,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
