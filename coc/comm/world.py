@@ -114,7 +114,7 @@ def _open_under_coc_run():
     except BaseException:
         eng.close()
         raise
-    me["routes"] = info["routes"]
+    me["routes"], me["placement"] = info["routes"], info.get("placement")
     return eng, me
 
 
@@ -144,15 +144,16 @@ def init():
     else:
         from coc._native import engine as native
         eng, rank, size = native.Engine(0, secrets.token_bytes(32)), 0, 1
-        me = {"routes": {}}
+        me = {"routes": {}, "placement": [(site, host)]}
     world = World(eng, rank, size, site, host)
     world.routes = me["routes"] if size > 1 else {}
     comm = Communicator(world, range(size), 0, "COMM_WORLD")
-    if size > 1:
+    placement = me["placement"]
+    if placement is None:             # a coc-run whose rendezvous does not say: ask the ranks
         from coc.comm.collectives import flat
         placement = run(flat.allgather(comm, (site, host)), comm)
-        world.sites = [s for s, _ in placement]
-        world.hosts = [h for _, h in placement]
+    world.sites = [s for s, _ in placement]
+    world.hosts = [h for _, h in placement]
     _state["comm"] = comm
     atexit.register(finalize)
     return comm

@@ -20,16 +20,18 @@ def test_mismatched_counts_stop_the_job_with_a_clear_message():
 
 
 @pytest.mark.parametrize("mode, message", [
-    ("root", "called bcast with roots [1] and buffer sizes [] but rank 0 called bcast with "
-             "roots [0]"),
-    ("kind", "called bcast with roots [1] and buffer sizes [] but rank 0 called gather"),
+    ("root", r"rank \d called bcast with roots \[(0|1)\] and buffer sizes \[\] but rank \d "
+             r"called bcast with roots \[(1|0)\]"),
+    ("kind", r"rank \d called (bcast|gather) with roots \[1\] and buffer sizes \[\] but rank \d "
+             r"called (gather|bcast)"),
 ])
 def test_checked_collectives_name_the_mismatch(mode, message):
     """Wrong roots and names send no message a cheap check sees; COC_CHECK_COLLECTIVES does."""
     proc, _ = run_job("errors.py", 4, mode, timeout=30, check=False,
                       env={"COC_CHECK_COLLECTIVES": "1"})
     assert proc.returncode == 1, proc.stderr
-    assert "CollectiveMismatchError" in proc.stderr and message in proc.stderr, proc.stderr
+    assert "CollectiveMismatchError" in proc.stderr, proc.stderr
+    assert re.search(message, proc.stderr), proc.stderr
 
 
 @pytest.mark.parametrize("n", [2, 4])
@@ -39,6 +41,13 @@ def test_lost_peer_raises_instead_of_hanging(n):
     assert 0 in reports, proc.stdout + proc.stderr
     assert_clean({0: reports[0]})
     assert reports[0]["seconds"] < 15
+
+
+@pytest.mark.xfail(strict=True, reason="the gateway reports a lost rank only to endpoints "
+                   "that sent it traffic (notes/requests.md, comm item 1)")
+def test_lost_peer_never_spoken_to_raises():
+    proc, reports = run_job("errors.py", 4, "lost-silent", timeout=15, check=False)
+    assert 0 in reports, proc.stdout + proc.stderr
 
 
 def test_restricted_unpickler_refuses_classes_from_other_sites():

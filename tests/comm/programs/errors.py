@@ -33,7 +33,9 @@ elif mode == "kind":                # rank 0 calls gather where the others call 
         comm.gather("x", root=1)
     else:
         comm.bcast("x", root=1)
-elif mode == "lost":                # the last rank dies; rank 0 waits for it and must not hang
+elif mode in ("lost", "lost-silent"):   # the last rank dies; rank 0 waits for it, no hang
+    if mode == "lost" and rank in (0, size - 1):     # they have talked before
+        comm.sendrecv(rank, size - 1 - rank, source=size - 1 - rank)
     if rank == size - 1:
         time.sleep(0.5)
         os._exit(0)
