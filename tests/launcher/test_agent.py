@@ -1,0 +1,107 @@
+"""The site agent driven directly over its control channel, as a spawner would connect it."""
+
+import asyncio
+import struct
+import sys
+
+from coc.launcher import protocol
+from launcher_helpers import assert_all_gone, program, recorded_pids, wait_for_files
+
+
+async def _agent():
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "coc.launcher.agent", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, start_new_session=True)
+    hello = await asyncio.wait_for(protocol.read_message(proc.stdout), 20)
+    assert hello["type"] == "hello" and hello["pid"] == proc.pid
+    return proc
+
+
+def _job(pid_dir):
+    argv = [sys.executable, program("rank.py"), "--pid-dir", str(pid_dir), "--grandchild"]
+    return {"type": "job", "job_id": "t", "site": "a", "grace": 0.5, "gateways": [],
+            "ranks": [{"rank": r, "host": "a1", "argv": argv, "env": {"COC_RANK": str(r)},
+                       "welcome": {"rank": r, "size": 2, "self_id": r, "job_id": "t",
+                                   "secret": "00" * 32}} for r in range(2)]}
+
+
+async def _until_done(proc):
+    """Return every message up to ``done``, and the agent's exit status."""
+    messages = []
+    while (message := await asyncio.wait_for(protocol.read_message(proc.stdout), 20)):
+        messages.append(message)
+        if message["type"] == "done":
+            break
+    return messages, await asyncio.wait_for(proc.wait(), 20)
+
+
+def test_unknown_messages_are_reported_and_stop_ends_every_rank(tmp_path):
+    async def scenario():
+        proc = await _agent()
+        proc.stdin.write(protocol.encode(_job(tmp_path)))
+        proc.stdin.write(protocol.encode({"type": "reboot"}))
+        await asyncio.to_thread(wait_for_files, tmp_path, 2)
+        proc.stdin.write(protocol.encode({"type": "stop"}))
+        return (proc.pid,) + await _until_done(proc)
+
+    agent, messages, status = asyncio.run(scenario())
+    kinds = [m["type"] for m in messages]
+    assert {"type": "error", "message": "agent: unknown message 'reboot'"} in messages
+    assert sorted(m["rank"] for m in messages if m["type"] == "exit") == [0, 1]
+    assert all(m["signal"] == 15 for m in messages if m["type"] == "exit")
+    assert b"rank 0 ready\n" in [protocol.unpack_bytes(m["data"]) for m in messages
+                                 if m["type"] == "output"]
+    assert kinds[-1] == "done" and status == 0
+    assert_all_gone(recorded_pids(tmp_path) | {agent}, within=0.5)
+
+
+def test_a_garbled_channel_ends_the_site_cleanly(tmp_path):
+    async def scenario():
+        proc = await _agent()
+        proc.stdin.write(protocol.encode(_job(tmp_path)))
+        await asyncio.to_thread(wait_for_files, tmp_path, 2)
+        proc.stdin.write(struct.pack(">I", 5) + b"{oops")
+        return await _until_done(proc)
+
+    messages, status = asyncio.run(scenario())
+    errors = [m["message"] for m in messages if m["type"] == "error"]
+    assert errors and "control message is not JSON" in errors[0]
+    assert sorted(m["rank"] for m in messages if m["type"] == "exit") == [0, 1]
+    assert messages[-1]["type"] == "done" and status == 0
+    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+
+
+def test_the_rank_finds_its_welcome_and_its_address_is_relayed(tmp_path):
+    script = tmp_path / "rank.py"
+    script.write_text("from coc.launcher import rankside\n"
+                      "me = rankside.credentials()\n"
+                      "print(me['self_id'], me['secret'].hex()[:4], flush=True)\n"
+                      "rankside.rendezvous(f\"tcp://h:{me['rank']}\")\n"
+                      "print('answered', flush=True)\n")
+
+    async def scenario():
+        proc = await _agent()
+        job = _job(tmp_path)
+        for rank in job["ranks"]:
+            rank["argv"] = [sys.executable, str(script)]
+        proc.stdin.write(protocol.encode(job))
+        addresses, exits, output = {}, set(), b""
+        answer = {"peers": {}, "routes": {}, "placement": [["a", "a1"]] * 2}
+        while len(exits) < 2:
+            message = await asyncio.wait_for(protocol.read_message(proc.stdout), 20)
+            if message["type"] == "output":
+                output += protocol.unpack_bytes(message["data"])
+            elif message["type"] == "exit":
+                exits.add(message["rank"])
+            elif message["type"] == "address":
+                addresses[message["rank"]] = message["address"]
+                if len(addresses) == 2:
+                    proc.stdin.write(protocol.encode({"type": "rendezvous",
+                                                      "answers": {0: answer, 1: answer}}))
+        proc.stdin.close()                     # coc-run gone: the agent ends
+        await asyncio.wait_for(proc.wait(), 20)
+        return addresses, output
+
+    addresses, output = asyncio.run(scenario())
+    assert addresses == {0: "tcp://h:0", 1: "tcp://h:1"}
+    assert sorted(output.decode().splitlines()) == ["0 0000", "1 0000", "answered", "answered"]
