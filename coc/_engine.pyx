@@ -442,6 +442,14 @@ cdef class Engine:
         finally:
             free(buf)
 
+    def connect(self, hop):
+        """Connect to next hop ``hop`` now, not at the first message, so a loss is noticed.
+
+        A gateway only sees an endpoint die through a connection: connecting every endpoint
+        to its gateways at start lets them report the loss to everyone they route for.
+        """
+        check(c.coc_engine_connect(self._handle(), hop), f"connect to {hop}")
+
     def set_peer_delay(self, id, seconds):
         """Delay every frame sent to peer ``id`` by ``seconds`` (0 turns it off)."""
         check(c.coc_engine_set_peer_delay(self._handle(), id, <uint64_t>(seconds * 1e9)),

@@ -73,7 +73,8 @@ def parse_config(doc):
     doc : dict
         ``self_id`` (int), ``secret`` (hex string), and optionally ``listen_host``
         (default ``"127.0.0.1"``), ``port_range`` ([min, max]), ``peers``
-        ({id: address}), ``routes`` ({dest: [[hop, weight], ...]}) and ``options``
+        ({id: address}), ``routes`` ({dest: [[hop, weight], ...]}), ``connect`` (next
+        hops to connect to at once, so their loss is noticed) and ``options``
         (``eager_limit``, ``fragment_size``, ``forward_window``, ``handshake_timeout_ms``,
         ``spin_ns``, ``log_interval``).
 
@@ -81,7 +82,7 @@ def parse_config(doc):
     -------
     dict
         ``engine`` (keyword arguments of :class:`coc._engine.Engine`), ``peers``,
-        ``routes`` and ``log_interval``.
+        ``routes``, ``connect`` and ``log_interval``.
 
     Examples
     --------
@@ -92,7 +93,7 @@ def parse_config(doc):
     if not isinstance(doc, dict):
         raise ValueError("gateway config must be a JSON object")
     unknown = set(doc) - {"self_id", "secret", "listen_host", "port_range", "peers", "routes",
-                          "options"}
+                          "connect", "options"}
     if unknown:
         raise ValueError(f"gateway config: unknown keys {sorted(unknown)}")
     for key in ("self_id", "secret"):
@@ -117,15 +118,26 @@ def parse_config(doc):
     return {"engine": engine,
             "peers": {k: str(v) for k, v in _int_keys(doc.get("peers", {}), "peers").items()},
             "routes": parse_routes(doc.get("routes", {})),
+            "connect": _parse_connect(doc),
             "log_interval": log_interval}
 
 
-def apply_update(eng, peers, routes):
-    """Give the engine its peers' addresses, then its routes."""
+def apply_update(eng, peers, routes, connect=()):
+    """Give the engine its peers' addresses, then its routes; connect to ``connect`` now."""
     for pid, address in peers.items():
         eng.add_peer(pid, address)
     for dest, (hops, weights) in routes.items():
         eng.set_route(dest, hops, weights)
+    for hop in connect:
+        eng.connect(hop)
+
+
+def _parse_connect(doc):
+    """Return the ``connect`` list of a config or update: next hops to connect to now."""
+    hops = doc.get("connect", [])
+    if not isinstance(hops, list) or not all(isinstance(h, int) for h in hops):
+        raise ValueError("gateway config: 'connect' must be a list of endpoint ids")
+    return hops
 
 
 def _reply(obj):
@@ -142,10 +154,10 @@ def _handle_line(eng, line):
     """Apply one update line and answer it with ``ok`` and the current stats."""
     try:
         doc = json.loads(line)
-        if not isinstance(doc, dict) or set(doc) - {"peers", "routes"}:
-            raise ValueError("an update is an object with 'peers' and/or 'routes'")
+        if not isinstance(doc, dict) or set(doc) - {"peers", "routes", "connect"}:
+            raise ValueError("an update is an object with 'peers', 'routes' and/or 'connect'")
         peers = {k: str(v) for k, v in _int_keys(doc.get("peers", {}), "peers").items()}
-        apply_update(eng, peers, parse_routes(doc.get("routes", {})))
+        apply_update(eng, peers, parse_routes(doc.get("routes", {})), _parse_connect(doc))
     except (ValueError, TypeError, OSError, CocError) as exc:
         log.error("bad update: %s", exc)
         _reply({"error": str(exc)})
@@ -254,12 +266,14 @@ class GatewayProcess:
         self.proc.stdin.flush()
         return self.read(timeout)
 
-    def update(self, peers=None, routes=None):
-        """Add peers (``{id: address}``) and routes (``{dest: [[hop, weight], ...]}``).
+    def update(self, peers=None, routes=None, connect=()):
+        """Add peers (``{id: address}``) and routes (``{dest: [[hop, weight], ...]}``);
+        connect to the next hops ``connect`` at once.
 
         Returns the daemon's stats once the update is applied.
         """
-        return self.request({"peers": _json_keys(peers), "routes": _json_keys(routes)})["stats"]
+        return self.request({"peers": _json_keys(peers), "routes": _json_keys(routes),
+                             "connect": list(connect)})["stats"]
 
     def stats(self):
         """Return the daemon's current engine stats."""
@@ -336,7 +350,7 @@ def main(argv=None):
         return 2
     with eng:
         try:
-            apply_update(eng, cfg["peers"], cfg["routes"])
+            apply_update(eng, cfg["peers"], cfg["routes"], cfg["connect"])
             _reply({"address": eng.address, "self_id": eng.self_id, "pid": os.getpid()})
             log.info("endpoint %d forwarding at %s", eng.self_id, eng.address)
             reason = serve(eng, 0, cfg["log_interval"])

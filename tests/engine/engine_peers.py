@@ -124,6 +124,13 @@ def recv_stream(eng, conn, source, sizes):
     return [seq_of(b) for b in bufs], all((b[8:] == i % 251).all() for i, b in enumerate(bufs))
 
 
+def connect_and_idle(eng, conn, hop):
+    """Connect to ``hop`` at once, report "connected", then idle until killed."""
+    eng.connect(hop)
+    conn.send("connected")
+    time.sleep(TIMEOUT * 4)
+
+
 def die_mid_send(eng, conn, dest, size, after):
     """Start sending ``size`` bytes, then kill this process after ``after`` seconds."""
     data = np.ones(size, dtype=np.uint8)

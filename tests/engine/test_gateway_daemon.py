@@ -4,6 +4,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -73,3 +74,15 @@ def test_listening_port_comes_from_the_port_range(gateway):
         port = s.getsockname()[1]
     gw = gateway(10, port_range=[port, port])
     assert f"tcp://127.0.0.1:{port}" in gw.address.split()
+
+
+def test_connect_opens_connections_to_next_hops_at_once(gateway):
+    g1 = gateway(10)
+    g2 = gateway(11, peers={10: g1.address}, routes={10: [[10, 1]]})
+    g2.update(connect=[10])
+    deadline = time.monotonic() + TIMEOUT
+    while g1.stats()["connections_open"] < 1:
+        assert time.monotonic() < deadline, "no connection from the connect update"
+        time.sleep(0.01)
+    with pytest.raises(LaunchError, match="connect to 12"):
+        g2.update(connect=[12])
