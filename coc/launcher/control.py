@@ -183,24 +183,29 @@ class Job:
         return status
 
     async def start(self):
-        """Start every site's agent, wait for its hello, and send it its part of the job."""
-        for site in self.plan.sites:
-            if self.stopping:
-                break
-            spawner = spawner_for(self.plan.spawners[site], site)
-            try:
-                process = await spawner.start({})
-            except OSError as exc:
-                raise LaunchError(f"site unreachable: cannot start its agent: {exc}",
-                                  site=site) from None
-            agent = self.agents[site] = AgentLink(site, process)
-            await self._hello(agent)
-            agent.task = asyncio.ensure_future(self._follow(agent))
-            agent.send(self.plan.agent_job(site, self.secret, self.grace))
-            if self.stopping:            # stopped while this agent was starting
-                agent.send({"type": "stop"})
+        """Start every site's agent at once; raise the first site's LaunchError, if any."""
+        results = await asyncio.gather(*(self._start_site(site) for site in self.plan.sites),
+                                       return_exceptions=True)
         self.started = True
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
         self._check_ended()
+
+    async def _start_site(self, site):
+        """Start one site's agent, wait for its hello, and send it its part of the job."""
+        spawner = spawner_for(self.plan.spawners[site], site)
+        try:
+            process = await spawner.start({})
+        except OSError as exc:
+            raise LaunchError(f"site unreachable: cannot start its agent: {exc}",
+                              site=site) from None
+        agent = self.agents[site] = AgentLink(site, process)
+        await self._hello(agent)
+        agent.task = asyncio.ensure_future(self._follow(agent))
+        agent.send(self.plan.agent_job(site, self.secret, self.grace))
+        if self.stopping:                # stopped while this agent was starting
+            agent.send({"type": "stop"})
 
     def _check_ended(self):
         if self.started and all(agent.finished for agent in self.agents.values()):
