@@ -49,8 +49,8 @@ def test_unknown_messages_are_reported_and_stop_ends_every_rank(tmp_path):
     assert {"type": "error", "message": "agent: unknown message 'reboot'"} in messages
     assert sorted(m["rank"] for m in messages if m["type"] == "exit") == [0, 1]
     assert all(m["signal"] == 15 for m in messages if m["type"] == "exit")
-    assert b"rank 0 ready\n" in [protocol.unpack_bytes(m["data"]) for m in messages
-                                 if m["type"] == "output"]
+    assert b"".join(protocol.unpack_bytes(m["data"]) for m in messages
+                    if m["type"] == "output" and m["rank"] == 0) == b"rank 0 ready\n"
     assert kinds[-1] == "done" and status == 0
     assert_all_gone(recorded_pids(tmp_path) | {agent}, within=0.5)
 
