@@ -289,6 +289,9 @@ class Job:
             self.stdin_ack.put(not message.get("closed"))
         elif kind == "done":
             agent.done = True
+        else:
+            print(f"coc-run: site {agent.site}: unexpected message {kind!r} from its agent",
+                  file=sys.stderr, flush=True)
 
     def exited(self, source, code, signum, log=()):
         """Note that a rank or gateway daemon ended; the first failure stops the job.
