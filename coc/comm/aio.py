@@ -4,6 +4,8 @@ The engine makes an fd readable whenever one of its requests completes. One watc
 event loop and engine listens with ``loop.add_reader``, drains the fd and advances the
 requests awaited on that loop; a request done advances its future. ``await request``,
 ``await comm.arecv()`` and ``await comm.asend(obj, dest)`` all go through :func:`wait`.
+The site's MPI has no pollable fd: when it is in use, the watcher also checks every
+:data:`POLL_INTERVAL` seconds while requests are awaited.
 """
 
 import asyncio
@@ -12,13 +14,17 @@ __all__ = ["wait", "gather"]
 
 _watchers = {}
 
+#: Seconds between checks of requests that may complete through the site's MPI (no fd).
+POLL_INTERVAL = 0.0005
+
 
 class _Watcher:
     """Waits on one engine's fd in one event loop for the requests awaited there."""
 
-    def __init__(self, loop, engine):
+    def __init__(self, loop, engine, poll):
         self.loop, self.engine, self.fd = loop, engine, engine.fileno()
         self.waiting = []                 # (request, future, status)
+        self.poll, self.timer = poll, None
         loop.add_reader(self.fd, self.readable)
 
     def readable(self):
@@ -42,6 +48,12 @@ class _Watcher:
         if not still:
             self.loop.remove_reader(self.fd)
             del _watchers[(self.loop, id(self.engine))]
+        elif self.poll and self.timer is None:  # the site's MPI has no fd: poll it
+            self.timer = self.loop.call_later(POLL_INTERVAL, self.tick)
+
+    def tick(self):
+        self.timer = None
+        self.check()
 
 
 async def wait(request, status=None):
@@ -49,10 +61,12 @@ async def wait(request, status=None):
     if request._progress():
         return request.wait(status)
     loop = asyncio.get_running_loop()
-    engine = request._comm._world.engine
+    world = request._comm._world
+    engine = world.engine
     watcher = _watchers.get((loop, id(engine)))
     if watcher is None:
-        watcher = _watchers[(loop, id(engine))] = _Watcher(loop, engine)
+        watcher = _watchers[(loop, id(engine))] = _Watcher(loop, engine,
+                                                           world.site_mpi is not None)
     future = loop.create_future()
     watcher.waiting.append((request, future, status))
     watcher.check()                 # it may have completed before the reader was added

@@ -61,6 +61,9 @@ class Communicator:
         self.name = name
         self.rank = self._of_world[world.rank]
         self.size = len(self._ranks)
+        self._mpi, self._mpi_rank, self._mpi_world = None, {}, []
+        if world.site_mpi is not None:
+            world.site_mpi.attach(self, transport.SLOTS)
 
     # -- identity and topology ------------------------------------------------------------
     def Get_rank(self):
@@ -119,8 +122,19 @@ class Communicator:
             raise ValueError(f"{self.name}: rank {rank} out of range 0..{self.size - 1}")
         return self._ranks[rank]
 
+    def _irecv(self, buf, source, tag, slot):
+        """Post a receive on context ``slot`` from rank ``source``: site MPI or the engine."""
+        world = self._world
+        if self._mpi is not None:
+            if source == ANY_SOURCE:
+                return world.site_mpi.irecv(self, buf, -1, tag, slot)
+            target = self._ranks[source]
+            if target in self._mpi_rank:
+                return world.site_mpi.irecv(self, buf, target, tag, slot)
+        return world.engine.irecv(buf, self._endpoint(source), tag, self._context + slot)
+
     def _next_collective_tag(self):
-        self._tags = (self._tags + 1) & MAX_TAG
+        self._tags = (self._tags + 1) & transport.OWN_TAGS
         return self._tags
 
     def _hierarchy(self):
@@ -173,7 +187,17 @@ class Communicator:
     def _probe(self, source, tag, ctx, status, block):
         engine = self._world.engine
         args = (self._endpoint(source), tag, self._context + ctx)
-        st = engine.probe(*args) if block else engine.iprobe(*args)
+        if self._mpi is None:
+            st = engine.probe(*args) if block else engine.iprobe(*args)
+        else:                            # poll both transports
+            while True:
+                st = engine.iprobe(*args) if source == ANY_SOURCE or \
+                    self._ranks[source] not in self._mpi_rank else None
+                if st is None and (source == ANY_SOURCE or self._ranks[source] in self._mpi_rank):
+                    st = self._world.site_mpi.iprobe(self, args[0], tag, ctx)
+                if st is not None or not block:
+                    break
+                _pause()
         if st is None:
             return False
         if status is not None:
@@ -204,8 +228,7 @@ class Communicator:
         _wait(self, transport.post(self, contiguous(as_array(buf)), dest, tag, transport.BUF))
 
     def _recv_buf(self, arr, source, tag):
-        (st,) = yield [self._world.engine.irecv(arr, self._endpoint(source), tag,
-                                                self._context + transport.BUF)]
+        (st,) = yield [self._irecv(arr, source, tag, transport.BUF)]
         return None, Status(self._rank_of(st.source), st.tag, st.count)
 
     def Irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
@@ -214,8 +237,7 @@ class Communicator:
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receive into the buffer ``buf``; a larger message raises TruncationError."""
-        st = _wait(self, self._world.engine.irecv(as_array(buf), self._endpoint(source), tag,
-                                                  self._context + transport.BUF))
+        st = _wait(self, self._irecv(as_array(buf), source, tag, transport.BUF))
         if status is not None:
             status._fill(Status(self._rank_of(st.source), st.tag, st.count))
 
@@ -439,6 +461,12 @@ class Communicator:
         """Send ``buf`` without blocking the event loop."""
         from coc.comm import aio
         await aio.wait(self.Isend(buf, dest, tag))
+
+
+def _pause():
+    """Yield the CPU briefly while polling two transports."""
+    import time
+    time.sleep(20e-6)
 
 
 def _wait(comm, request):

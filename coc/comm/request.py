@@ -63,9 +63,10 @@ def translate(comm, exc):
         return exc
     if isinstance(exc, TruncationError):
         source = comm._rank_of(exc.source)
+        size = "larger than" if exc.size is None else f"{exc.size} bytes but"
         return TruncationError(
-            f"{comm.name}: message from rank {source} with tag {exc.tag} is {exc.size} "
-            f"bytes but the receive buffer holds only {exc.capacity} bytes",
+            f"{comm.name}: message from rank {source} with tag {exc.tag} is {size} "
+            f"the receive buffer of {exc.capacity} bytes",
             source=source, tag=exc.tag, size=exc.size, capacity=exc.capacity)
     if isinstance(exc, PeerLost):
         peer = comm._rank_of(getattr(exc, "peer", None))
@@ -271,7 +272,9 @@ def waitany(requests, status=None, timeout=None):
         index, done, value = testany(requests, status)
         if done:
             return index, value
-        left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+        slice_ = 0.001 if any(r is not None and r._comm is not None and r._comm._mpi is not None
+                              for r in requests) else 0.05    # the site's MPI has no fd
+        left = slice_ if deadline is None else min(slice_, deadline - time.monotonic())
         if left <= 0:
             raise CocTimeoutError(f"waitany: no request complete after {timeout} s")
         if fds:

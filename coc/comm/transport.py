@@ -27,12 +27,15 @@ import numpy as np
 from coc.comm import pickling
 
 __all__ = ["CONTEXTS", "OBJ", "OBJ_DATA", "BUF", "COLL", "COLL_DATA", "COLL_BUF",
-           "HEAD_SIZE", "post", "post_obj", "recv_obj", "parallel", "sent"]
+           "HEAD_SIZE", "SLOTS", "post", "post_obj", "recv_obj", "parallel", "sent"]
 
 CONTEXTS = 8
 OBJ, OBJ_DATA, BUF, COLL, COLL_DATA, COLL_BUF = range(6)
+SLOTS = 6                     # contexts of a block in use (the rest are spare)
 HEAD_SIZE = 8192
 MAX_TAG = 0x7fffffff
+#: Tags coc makes up itself (collective calls, sequence numbers) stay below MPICH's TAG_UB.
+OWN_TAGS = (1 << 29) - 1
 
 _SINGLE, _MULTI = ord("P"), ord("M")
 _MULTI_HEAD = struct.Struct("<BIQI")        # kind, sequence, stream bytes, buffer count
@@ -44,8 +47,13 @@ def post(comm, buf, dest, tag, ctx):
     if not 0 <= dest < comm.size:
         raise ValueError(f"{comm.name}: destination rank {dest} out of range 0..{comm.size - 1}")
     target = comm._ranks[dest]
-    req = world.engine.isend(buf, target, tag, comm._context + ctx)
-    world.count(target, buf.nbytes if isinstance(buf, np.ndarray) else memoryview(buf).nbytes)
+    site_mpi = comm._mpi is not None and target in comm._mpi_rank
+    if site_mpi:
+        req = world.site_mpi.isend(comm, buf, target, tag, ctx)
+    else:
+        req = world.engine.isend(buf, target, tag, comm._context + ctx)
+    world.count(target, buf.nbytes if isinstance(buf, np.ndarray) else memoryview(buf).nbytes,
+                site_mpi)
     return req
 
 
@@ -66,7 +74,7 @@ def recv_obj(comm, source, tag, ctx):
     """Receive one object (generator); return ``(object, engine status of its head)``."""
     world = comm._world
     head = bytearray(HEAD_SIZE)
-    (st,) = yield [world.engine.irecv(head, comm._endpoint(source), tag, comm._context + ctx)]
+    (st,) = yield [comm._irecv(head, source, tag, ctx)]
     foreign = world.sites[st.source] != world.site
     view = memoryview(head)[:st.count]
     if head[0] == _SINGLE:
@@ -77,7 +85,8 @@ def recv_obj(comm, source, tag, ctx):
     _, seq, stream_len, count = _MULTI_HEAD.unpack_from(view)
     sizes = struct.unpack_from(f"<{count}Q", view, _MULTI_HEAD.size)
     parts = [np.empty(stream_len, np.uint8)] + [np.empty(n, np.uint8) for n in sizes]
-    yield [world.engine.irecv(p, st.source, seq, comm._context + ctx + 1) for p in parts]
+    sender = comm._rank_of(st.source)
+    yield [comm._irecv(p, sender, seq, ctx + 1) for p in parts]
     return pickling.loads(parts[0], [memoryview(p) for p in parts[1:]], foreign=foreign), st
 
 

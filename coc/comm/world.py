@@ -13,7 +13,7 @@ import secrets
 import socket
 import time
 
-from coc.comm import transport
+from coc.comm import sitempi, transport
 from coc.comm.communicator import Communicator
 from coc.comm.request import Request, run
 from coc.errors import CocError, LaunchError
@@ -21,9 +21,11 @@ from coc.errors import CocError, LaunchError
 __all__ = ["World", "init", "finalize", "initialized", "Wtime", "Wtick", "counters",
            "reset_counters"]
 
-#: This process's message counters: messages and bytes sent, and those that crossed a site
-#: boundary (``inter_site_*``). ``comm.stats()`` returns a copy.
-counters = {"messages": 0, "bytes": 0, "inter_site_messages": 0, "inter_site_bytes": 0}
+#: This process's message counters: messages and bytes sent, those that crossed a site
+#: boundary (``inter_site_*``) and those sent through the site's MPI (``site_mpi_messages``).
+#: ``comm.stats()`` returns a copy.
+counters = {"messages": 0, "bytes": 0, "inter_site_messages": 0, "inter_site_bytes": 0,
+            "site_mpi_messages": 0}
 
 #: Seconds :func:`finalize` waits for the other ranks before closing anyway.
 FINALIZE_TIMEOUT = float(os.environ.get("COC_FINALIZE_TIMEOUT", "60"))
@@ -49,6 +51,7 @@ class World:
         self._sequences = {}
         self._levels = None
         self.routes = {}                 # {world rank: [(next hop endpoint, weight), ...]}
+        self.site_mpi = None             # coc.comm.sitempi.SiteMPI when the site's MPI is used
 
     @property
     def gateways(self):
@@ -59,14 +62,15 @@ class World:
     def next_sequence(self, context, dest):
         """Return the next tag for the large parts of an object sent to ``dest`` in ``context``."""
         key = (context, dest)
-        seq = (self._sequences.get(key, 0) + 1) & transport.MAX_TAG
+        seq = (self._sequences.get(key, 0) + 1) & transport.OWN_TAGS
         self._sequences[key] = seq
         return seq
 
-    def count(self, dest, nbytes):
+    def count(self, dest, nbytes, site_mpi=False):
         """Count one message of ``nbytes`` to world rank ``dest``."""
         c = self.counters
         c["messages"] += 1
+        c["site_mpi_messages"] += site_mpi
         c["bytes"] += nbytes
         if self.sites[dest] != self.site:
             c["inter_site_messages"] += 1
@@ -75,23 +79,25 @@ class World:
     def color(self, level, rank):
         """Return world rank ``rank``'s color at ``level`` (from the job's topology file)."""
         if self._levels is None:
-            self._levels = _host_levels(self)
+            self._levels = _rank_levels(self)
         try:
-            return self._levels[self.hosts[rank]][level]
+            return self._levels[rank][level]
         except KeyError:
             raise ValueError(f"unknown level {level!r}: expected wan, site, network or host "
                              f"(host {self.hosts[rank]!r})") from None
 
 
-def _host_levels(world):
-    """Return ``{host: {level: color}}`` from ``COC_TOPOLOGY``, or from site and host names."""
+def _rank_levels(world):
+    """Return ``[{level: color}]`` per rank from ``COC_TOPOLOGY``, or from site and host names."""
     path = os.environ.get("COC_TOPOLOGY")
     if path:
         from coc import topology
-        return topology.levels(topology.load(path))
-    sites, hosts = sorted(set(world.sites)), sorted(set(world.hosts))
-    return {h: {"wan": 0, "site": sites.index(s), "network": sites.index(s),
-                "host": hosts.index(h)} for s, h in zip(world.sites, world.hosts)}
+        levels = topology.levels(topology.load(path))
+        return [levels[h] for h in world.hosts]
+    sites = sorted(set(world.sites))
+    places = sorted(set(zip(world.sites, world.hosts)))
+    return [{"wan": 0, "site": sites.index(s), "network": sites.index(s),
+             "host": places.index((s, h))} for s, h in zip(world.sites, world.hosts)]
 
 
 def _open_under_coc_run():
@@ -141,6 +147,10 @@ def init():
     if "COC_CONTROL_FD" in os.environ:
         eng, me = _open_under_coc_run()
         rank, size = me["rank"], me["size"]
+    elif sitempi.enabled() and _mpi_size() > 1:
+        eng, me = sitempi.bootstrap()
+        rank, size = me["rank"], me["size"]
+        site, host = me["placement"][rank]
     else:
         from coc._native import engine as native
         eng, rank, size = native.Engine(0, secrets.token_bytes(32)), 0, 1
@@ -154,9 +164,17 @@ def init():
         placement = run(flat.allgather(comm, (site, host)), comm)
     world.sites = [s for s, _ in placement]
     world.hosts = [h for _, h in placement]
+    if sitempi.enabled():             # rebuilt: the world communicator gets its MPI ones
+        world.site_mpi = sitempi.SiteMPI(world)
+        comm = Communicator(world, range(size), 0, "COMM_WORLD")
     _state["comm"] = comm
     atexit.register(finalize)
     return comm
+
+
+def _mpi_size():
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.Get_size()
 
 
 def initialized():

@@ -115,8 +115,7 @@ class Call:
                     f"{comm.rank} called {_call(self.kind, self.root)}")
             return value
         try:
-            (st,) = yield [comm._world.engine.irecv(into, comm._endpoint(source), self.tag,
-                                                    comm._context + transport.COLL_BUF)]
+            (st,) = yield [comm._irecv(into, source, self.tag, transport.COLL_BUF)]
         except TruncationError as exc:
             raise self._size_mismatch(source, exc.size, into.nbytes) from None
         if st.count != into.nbytes:

@@ -47,7 +47,8 @@ class Checks:
 
     def report(self, **extra):
         print(json.dumps({"rank": self.comm.rank, "size": self.comm.size, "checked": self.count,
-                          "failures": self.failures, **extra}), flush=True)
+                          "failures": self.failures, "stats": self.comm.stats(), **extra}),
+              flush=True)
 
 
 def _short(value):

@@ -1,6 +1,7 @@
 """Communicator checks: Dup, Split, Split_level, contexts kept apart, sites, hosts, colors."""
 
 import os
+import socket
 
 from checks import Checks
 
@@ -11,8 +12,9 @@ rank, size = comm.rank, comm.size
 ok = Checks(comm)
 
 ok.equal("Get_rank/Get_size", (comm.Get_rank(), comm.Get_size()), (rank, size))
-ok.equal("rank from coc-run", rank, int(os.environ["COC_RANK"]))
-ok.equal("site and host", (comm.site, comm.host), (os.environ["COC_SITE"], os.environ["COC_HOST"]))
+ok.equal("rank from the launcher", rank, int(os.environ.get("COC_RANK", os.environ["PMI_RANK"])))
+ok.equal("site and host", (comm.site, comm.host),
+         (os.environ["COC_SITE"], os.environ.get("COC_HOST", socket.gethostname())))
 placement = comm.allgather((comm.site, comm.host))
 ok.equal("site_of/host_of", [(comm.site_of(r), comm.host_of(r)) for r in range(size)], placement)
 ok.equal("site color", comm.color("site"), 0 if comm.site == "a" else 1)
@@ -42,7 +44,7 @@ ok.equal("Split_level site", site.allgather(rank),
          [r for r in range(size) if placement[r][0] == comm.site])
 host = comm.Split_level("host")
 ok.equal("Split_level host", host.allgather(rank),
-         [r for r in range(size) if placement[r][1] == comm.host])
+         [r for r in range(size) if placement[r] == (comm.site, comm.host)])
 ok.equal("sub-communicator sites", set(site.allgather(site.site)), {comm.site})
 
 # Nested: a Dup of a Split, then Free; traffic of siblings never mixes.

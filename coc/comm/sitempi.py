@@ -1,0 +1,198 @@
+"""The site's own MPI inside a site: messages between ranks it started go through mpi4py.
+
+When the ranks of a site were started by the site's ``mpiexec`` (``COC_SITE_MPI=1``) and
+mpi4py is importable, a message between two ranks of that MPI job *and of the same site*
+travels through the site's tuned MPI; everything else goes through the engine. Each coc
+communicator gets, for its members in this MPI job, one MPI communicator per context slot
+(``MPI_Comm_create_group``, collective over those members only), so contexts stay apart
+as in the engine. A receive from ``ANY_SOURCE`` polls both: the engine's and MPI's probes,
+then receives the probed message from its exact source.
+
+Started by plain ``mpiexec`` without ``coc-run``, :func:`bootstrap` builds the whole job
+from MPI: ranks, the secret, engine addresses and direct routes; ``COC_SITE`` per rank
+(``mpiexec -n 2 -env COC_SITE a prog : -n 2 -env COC_SITE b prog``) says which ranks share
+a site, hence MPI.
+"""
+
+import importlib.util
+import os
+import secrets
+import socket
+import time
+
+__all__ = ["enabled", "SiteMPI", "bootstrap", "PartStatus"]
+
+_POLL_SLEEP = 20e-6      # seconds between polls of a receive that waits on two transports
+
+
+def enabled():
+    """Return True when ``COC_SITE_MPI=1`` and mpi4py is importable."""
+    return (os.environ.get("COC_SITE_MPI") == "1"
+            and importlib.util.find_spec("mpi4py") is not None)
+
+
+class PartStatus:
+    """What an engine status has: source endpoint (world rank), tag, context, count."""
+
+    __slots__ = ("source", "tag", "context", "count")
+
+    def __init__(self, source, tag, context, count):
+        self.source, self.tag, self.context, self.count = source, tag, context, count
+
+
+class _MPIPart:
+    """An MPI request shaped like an engine request (``test``, ``wait``, ``cancel``)."""
+
+    def __init__(self, mpi, request, context, peer, capacity=None):
+        self.mpi, self.request, self.context = mpi, request, context
+        self.peer, self.capacity = peer, capacity
+
+    def _complete(self, block):
+        st = self.mpi.Status()
+        try:
+            done = self.request.Wait(st) if block else self.request.Test(st)
+        except self.mpi.Exception as exc:
+            if exc.Get_error_class() != self.mpi.ERR_TRUNCATE:
+                raise
+            from coc.errors import TruncationError
+            raise TruncationError(
+                f"message from endpoint {self.peer} with tag {st.Get_tag()} is larger than "
+                f"the receive buffer of {self.capacity} bytes", source=self.peer,
+                tag=st.Get_tag(), size=None, capacity=self.capacity) from None
+        if not done:
+            return None
+        return PartStatus(self.peer, st.Get_tag(), self.context, st.Get_count(self.mpi.BYTE))
+
+    def test(self):
+        return self._complete(False)
+
+    def wait(self, timeout=None):
+        return self._complete(True) if timeout is None else _poll(self, timeout)
+
+    def cancel(self):
+        self.request.Cancel()
+        st = self.mpi.Status()
+        self.request.Wait(st)
+        return st.Is_cancelled()
+
+
+class _AnySourcePart:
+    """A receive from ANY_SOURCE: probe the engine and MPI, then receive the probed message."""
+
+    def __init__(self, site, comm, buf, tag, slot):
+        self.site, self.comm, self.buf, self.tag, self.slot = site, comm, buf, tag, slot
+        self.inner, self.cancelled = None, False
+
+    def test(self):
+        if self.inner is None and not self._match():
+            return None
+        return self.inner.test()
+
+    def _match(self):
+        comm, engine = self.comm, self.comm._world.engine
+        context = comm._context + self.slot
+        st = engine.iprobe(-1, self.tag, context)
+        if st is not None:
+            self.inner = engine.irecv(self.buf, st.source, st.tag, context)
+            return True
+        mpi_comm = comm._mpi[self.slot]
+        mst = self.site.MPI.Status()
+        if mpi_comm.Iprobe(self.site.MPI.ANY_SOURCE,
+                           self.site.MPI.ANY_TAG if self.tag < 0 else self.tag, mst):
+            source = mst.Get_source()
+            self.inner = _MPIPart(self.site.MPI, mpi_comm.Irecv([self.buf, self.site.MPI.BYTE], source,
+                                                 mst.Get_tag()),
+                                  context, comm._mpi_world[source], _nbytes(self.buf))
+            return True
+        return False
+
+    def wait(self, timeout=None):
+        return _poll(self, timeout)
+
+    def cancel(self):
+        if self.inner is None:
+            self.cancelled = True
+            return True
+        return False
+
+
+def _nbytes(buf):
+    return memoryview(buf).nbytes
+
+
+def _poll(part, timeout):
+    """Test ``part`` until complete; raise CocTimeoutError after ``timeout`` seconds."""
+    from coc.errors import CocTimeoutError
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        st = part.test()
+        if st is not None:
+            return st
+        if deadline is not None and time.monotonic() > deadline:
+            raise CocTimeoutError(f"receive not complete after {timeout} s")
+        time.sleep(_POLL_SLEEP)
+
+
+class SiteMPI:
+    """The MPI job this process belongs to, seen from coc: which world ranks it reaches."""
+
+    def __init__(self, world):
+        from mpi4py import MPI
+        self.MPI, self.world = MPI, world
+        pairs = MPI.COMM_WORLD.allgather((world.rank, world.site))
+        self.mpi_rank_of = {r: i for i, (r, s) in enumerate(pairs) if s == world.site}
+
+    def attach(self, comm, slots):
+        """Give ``comm`` its MPI communicators (collective over its members in this MPI job)."""
+        members = [w for w in comm._ranks if w in self.mpi_rank_of]
+        comm._mpi_world = members                     # MPI rank in comm._mpi -> world rank
+        comm._mpi_rank = {w: i for i, w in enumerate(members)}
+        if len(members) < 2:
+            comm._mpi = None
+            return
+        group = self.MPI.COMM_WORLD.Get_group().Incl([self.mpi_rank_of[w] for w in members])
+        first = self.MPI.COMM_WORLD.Create_group(group, comm._block % 32768)
+        group.Free()
+        comm._mpi = [first] + [first.Dup() for _ in range(slots - 1)]
+
+    def isend(self, comm, buf, target, tag, slot):
+        """Start sending ``buf`` to world rank ``target`` through MPI."""
+        return _MPIPart(self.MPI, comm._mpi[slot].Isend([buf, self.MPI.BYTE], comm._mpi_rank[target], tag),
+                        comm._context + slot, target)
+
+    def irecv(self, comm, buf, source, tag, slot):
+        """Start receiving into ``buf`` from world rank ``source`` (-1: any) with ``tag``."""
+        if source < 0:
+            return _AnySourcePart(self, comm, buf, tag, slot)
+        mpi_tag = self.MPI.ANY_TAG if tag < 0 else tag
+        return _MPIPart(self.MPI, comm._mpi[slot].Irecv([buf, self.MPI.BYTE], comm._mpi_rank[source], mpi_tag),
+                        comm._context + slot, source, _nbytes(buf))
+
+    def iprobe(self, comm, source, tag, slot):
+        """Return the PartStatus of a matching MPI message not yet received, or None."""
+        st = self.MPI.Status()
+        mpi_source = self.MPI.ANY_SOURCE if source < 0 else comm._mpi_rank[source]
+        if comm._mpi[slot].Iprobe(mpi_source, self.MPI.ANY_TAG if tag < 0 else tag, st):
+            return PartStatus(comm._mpi_world[st.Get_source()], st.Get_tag(),
+                              comm._context + slot, st.Get_count(self.MPI.BYTE))
+        return None
+
+
+def bootstrap():
+    """Build the job from a plain ``mpiexec`` start; return ``(engine, me)`` like coc-run's."""
+    from mpi4py import MPI
+
+    from coc._native import engine as native
+    w = MPI.COMM_WORLD
+    secret = w.bcast(secrets.token_bytes(32) if w.rank == 0 else None, root=0)
+    eng = native.Engine(w.rank, secret, listen_host=os.environ.get("COC_LISTEN_HOST",
+                                                                   "127.0.0.1"))
+    addresses = w.allgather(eng.address)
+    where = w.allgather((os.environ.get("COC_SITE", "local"),
+                         os.environ.get("COC_HOST", socket.gethostname())))
+    for peer, address in enumerate(addresses):
+        if peer != w.rank:
+            eng.add_peer(peer, address)
+            eng.set_route(peer, [peer])
+    routes = {peer: [(peer, 1)] for peer in range(w.size) if peer != w.rank}
+    return eng, {"rank": w.rank, "size": w.size, "routes": routes, "placement": where}
