@@ -205,14 +205,6 @@ class Request:
         from coc.comm import aio
         return aio.wait(self).__await__()
 
-    # Static-style helpers under mpi4py's class names.
-    waitall = staticmethod(lambda requests, statuses=None: waitall(requests, statuses))
-    Waitall = staticmethod(lambda requests, statuses=None: bool(waitall(requests, statuses)) or True)
-    waitany = staticmethod(lambda requests, status=None: waitany(requests, status))
-    Waitany = staticmethod(lambda requests, status=None: waitany(requests, status)[0])
-    testall = staticmethod(lambda requests, statuses=None: testall(requests, statuses))
-    Testall = staticmethod(lambda requests, statuses=None: testall(requests, statuses)[0])
-    testany = staticmethod(lambda requests, status=None: testany(requests, status))
 
 
 def run(steps, comm=None):
@@ -281,3 +273,18 @@ def waitany(requests, status=None, timeout=None):
             select.select(list(fds), [], [], left)
         else:
             time.sleep(min(left, 0.001))
+
+
+def _all_done(requests, statuses=None):
+    waitall(requests, statuses)
+    return True
+
+
+# mpi4py's class-level names.
+Request.waitall = staticmethod(waitall)
+Request.Waitall = staticmethod(_all_done)
+Request.waitany = staticmethod(waitany)
+Request.Waitany = staticmethod(lambda requests, status=None: waitany(requests, status)[0])
+Request.testall = staticmethod(testall)
+Request.Testall = staticmethod(lambda requests, statuses=None: testall(requests, statuses)[0])
+Request.testany = staticmethod(testany)

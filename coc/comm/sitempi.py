@@ -100,9 +100,9 @@ class _AnySourcePart:
         if mpi_comm.Iprobe(self.site.MPI.ANY_SOURCE,
                            self.site.MPI.ANY_TAG if self.tag < 0 else self.tag, mst):
             source = mst.Get_source()
-            self.inner = _MPIPart(self.site.MPI, mpi_comm.Irecv([self.buf, self.site.MPI.BYTE], source,
-                                                 mst.Get_tag()),
-                                  context, comm._mpi_world[source], _nbytes(self.buf))
+            request = mpi_comm.Irecv([self.buf, self.site.MPI.BYTE], source, mst.Get_tag())
+            self.inner = _MPIPart(self.site.MPI, request, context, comm._mpi_world[source],
+                                  _nbytes(self.buf))
             return True
         return False
 
@@ -157,16 +157,16 @@ class SiteMPI:
 
     def isend(self, comm, buf, target, tag, slot):
         """Start sending ``buf`` to world rank ``target`` through MPI."""
-        return _MPIPart(self.MPI, comm._mpi[slot].Isend([buf, self.MPI.BYTE], comm._mpi_rank[target], tag),
-                        comm._context + slot, target)
+        request = comm._mpi[slot].Isend([buf, self.MPI.BYTE], comm._mpi_rank[target], tag)
+        return _MPIPart(self.MPI, request, comm._context + slot, target)
 
     def irecv(self, comm, buf, source, tag, slot):
         """Start receiving into ``buf`` from world rank ``source`` (-1: any) with ``tag``."""
         if source < 0:
             return _AnySourcePart(self, comm, buf, tag, slot)
         mpi_tag = self.MPI.ANY_TAG if tag < 0 else tag
-        return _MPIPart(self.MPI, comm._mpi[slot].Irecv([buf, self.MPI.BYTE], comm._mpi_rank[source], mpi_tag),
-                        comm._context + slot, source, _nbytes(buf))
+        request = comm._mpi[slot].Irecv([buf, self.MPI.BYTE], comm._mpi_rank[source], mpi_tag)
+        return _MPIPart(self.MPI, request, comm._context + slot, source, _nbytes(buf))
 
     def iprobe(self, comm, source, tag, slot):
         """Return the PartStatus of a matching MPI message not yet received, or None."""

@@ -19,7 +19,8 @@ patterns = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pattern=patterns)
 def test_random_patterns_keep_mpi_order(tmp_path, pattern):
     path = tmp_path / "pattern.json"

@@ -196,7 +196,7 @@ def scatterv(comm, send, recv, root):
 
 
 def alltoallv(comm, send, recv):
-    """Send piece ``r`` of ``send`` to rank ``r``; receive rank ``r``'s into piece ``r`` of ``recv``."""
+    """Send piece ``r`` of ``send`` to rank ``r``; receive rank r's into piece ``r`` of ``recv``."""
     c = Call(comm, "alltoallv", buffer=True)
     out, into = _pieces(*send), _pieces(*recv)
     for r in range(comm.size):

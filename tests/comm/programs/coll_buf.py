@@ -68,7 +68,8 @@ for root in roots:
     out = np.zeros(n * size, "i4")
     comm.Gather(data(rank, n, "i4"), out, root)
     if rank == root:
-        ok.equal(f"Gather root={root}", out, np.concatenate([data(r, n, "i4") for r in range(size)]))
+        ok.equal(f"Gather root={root}", out,
+                 np.concatenate([data(r, n, "i4") for r in range(size)]))
     send = np.arange(n * size, dtype="f8") if rank == root else None
     piece = np.zeros(n)
     comm.Scatter(send, piece, root)

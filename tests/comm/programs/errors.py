@@ -1,4 +1,4 @@
-"""Error cases, one per mode (argv[1]): mismatched collectives, a lost peer, restricted unpickling."""
+"""Error cases, one per mode (argv[1]): mismatched collectives, lost peers, restricted pickles."""
 
 import os
 import pickle
