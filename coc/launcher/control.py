@@ -19,7 +19,6 @@ import traceback
 
 from coc.errors import CocError, LaunchError
 from coc.launcher import protocol
-from coc.launcher.spawners import spawner_for
 
 __all__ = ["Job", "TERM_GRACE", "HELLO_TIMEOUT", "describe_exit"]
 
@@ -48,11 +47,6 @@ def describe_exit(code, signum):
     except ValueError:
         name = ""
     return 128 + signum, f"was killed by signal {signum}{name}"
-
-
-def _others(peers, endpoint):
-    """Return ``peers`` without ``endpoint`` itself (an engine is not its own peer)."""
-    return {ident: address for ident, address in peers.items() if ident != endpoint}
 
 
 class AgentLink:
@@ -194,7 +188,7 @@ class Job:
 
     async def _start_site(self, site):
         """Start one site's agent, wait for its hello, and send it its part of the job."""
-        spawner = spawner_for(self.plan.spawners[site], site)
+        spawner = self.plan.spawner(site)
         try:
             process = await spawner.start({})
         except OSError as exc:
@@ -325,7 +319,7 @@ class Job:
         peers = self._peers()
         for site, agent in self.agents.items():
             agent.send({"type": "gateways", "updates": {
-                g.endpoint: {"peers": _others(peers, g.endpoint)}
+                g.endpoint: {"peers": self.plan.peers_for(g.endpoint, peers)}
                 for g in self.plan.gateways if g.site == site}})
 
     def answer_rendezvous(self):
@@ -333,7 +327,7 @@ class Job:
         peers = self._peers()
         for site, agent in self.agents.items():
             agent.send({"type": "rendezvous", "answers": {
-                p.rank: self.plan.rendezvous_answer(p.rank, _others(peers, p.rank))
+                p.rank: self.plan.rendezvous_answer(p.rank, peers)
                 for p in self.plan.placements if p.site == site}})
 
     # -- stdin ------------------------------------------------------------------------------------

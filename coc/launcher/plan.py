@@ -23,6 +23,30 @@ __all__ = ["GatewayDaemon", "Plan", "make_plan", "format_plan", "gateway_daemon_
 
 #: The module a gateway daemon runs (``python -m coc.gateway``).
 GATEWAY_MODULE = "coc.gateway"
+#: The variable telling a rank's engine what to listen on (read by ``coc.init()``).
+LISTEN_HOST = "COC_LISTEN_HOST"
+_WILDCARD = "tcp://0.0.0.0:"
+
+
+def _resolve_wildcard(G, host, peer_host, address):
+    """Return ``address`` with a ``0.0.0.0`` listener replaced by an address ``host`` can dial.
+
+    Examples
+    --------
+    >>> from coc.topology import load
+    >>> G = load("two-sites")
+    >>> _resolve_wildcard(G, "b-gw", "a-gw", "tcp://0.0.0.0:4000 unix:@coc/x")
+    'tcp://198.51.100.1:4000 unix:@coc/x'
+    >>> _resolve_wildcard(G, "a1", "a-gw", "tcp://0.0.0.0:4000")
+    'tcp://10.1.0.5:4000'
+    """
+    if _WILDCARD not in address or host == peer_host:
+        return address
+    mine = {net for _, net, d in G.edges(host, data=True) if d.get("kind") == "interface"}
+    for _, net, d in G.edges(peer_host, data=True):
+        if d.get("kind") == "interface" and net in mine and d.get("address"):
+            return address.replace(_WILDCARD, f"tcp://{d['address']}:")
+    return address
 
 
 def gateway_daemon_available():
@@ -64,6 +88,7 @@ class Plan:
     hosts_from: str = "topology"           # where the usable hosts came from
     warnings: list = field(default_factory=list)  # the topology's TopologyWarnings
     tables: object = None                  # coc.topology.route_tables of the topology
+    settings: dict = field(default_factory=dict)  # {site: site settings} (profiles, login)
 
     @property
     def size(self):
@@ -120,24 +145,55 @@ class Plan:
         return {p.rank: self._next_hops(src_host, p.host, p.rank)
                 for p in self.placements if p.rank != endpoint}
 
+    @cached_property
+    def _spawners_made(self):
+        return {}
+
+    def spawner(self, site):
+        """Return the spawner that reaches ``site``, with the site's settings (made once)."""
+        made = self._spawners_made
+        if made.get(site, (None,))[0] != self.spawners[site]:
+            made[site] = (self.spawners[site], spawner_for(
+                self.spawners[site], site, self.settings.get(site), self.topology))
+        return made[site][1]
+
     def rank_env(self, rank):
         """Return the variables rank ``rank`` gets on top of its site's environment."""
-        return {**self.exports, **rank_environment(self.placements[rank], self.size,
-                                                   self.job_id, self.topology.graph.get("file"))}
+        p = self.placements[rank]
+        return {**self.exports, **rank_environment(p, self.size, self.job_id,
+                                                   self.topology.graph.get("file")),
+                LISTEN_HOST: self.spawner(p.site).listen_host(p.host)}
+
+    def peers_for(self, endpoint, peers):
+        """Return ``peers`` as ``endpoint`` must dial them: without itself, wildcards resolved.
+
+        An engine listening on every interface (``0.0.0.0``) is reached at its host's
+        topology address on a network the two hosts share.
+        """
+        mine = self._endpoint_hosts[endpoint]
+        return {ident: _resolve_wildcard(self.topology, mine, self._endpoint_hosts[ident],
+                                         address)
+                for ident, address in peers.items() if ident != endpoint}
 
     def agent_job(self, site, secret, grace):
         """Return the ``job`` message for ``site``'s agent."""
+        spawner = self.spawner(site)
+        command = [spawner.python if self.command[0] == sys.executable else self.command[0],
+                   *self.command[1:]]
         return {
             "type": "job", "job_id": self.job_id, "site": site, "grace": grace,
-            "ranks": [{"rank": p.rank, "host": p.host, "argv": self.command,
+            "ranks": [{"rank": p.rank, "host": p.host,
+                       "argv": spawner.host_argv(p.host, command),
                        "env": self.rank_env(p.rank), "stdin": p.rank == 0,
                        "welcome": {"rank": p.rank, "size": self.size, "self_id": p.rank,
                                    "job_id": self.job_id, "secret": secret.hex()}}
                       for p in self.placements if p.site == site],
             "gateways": [{"endpoint": g.endpoint, "host": g.host,
-                          "argv": [sys.executable, "-m", GATEWAY_MODULE],
+                          "argv": spawner.host_argv(g.host, [spawner.python, "-m",
+                                                             GATEWAY_MODULE]),
                           "config": {"self_id": g.endpoint, "secret": secret.hex(),
-                                     "listen_host": "127.0.0.1", "port_range": [0, 0],
+                                     "listen_host": spawner.listen_host(g.host),
+                                     "port_range": [0, 0],
                                      "routes": self.route_table(g.endpoint)}}
                          for g in self.gateways if g.site == site],
         }
@@ -145,16 +201,16 @@ class Plan:
     def rendezvous_answer(self, rank, peers):
         """Return what rank ``rank`` receives once every endpoint's address is known.
 
-        ``peers`` maps every other endpoint (ranks and gateway daemons) to its address;
+        ``peers`` maps every endpoint (ranks and gateway daemons) to its address;
         ``placement`` lists ``[site, host]`` of every rank, so ranks need not gather it.
         """
-        return {"peers": peers, "routes": self.route_table(rank),
+        return {"peers": self.peers_for(rank, peers), "routes": self.route_table(rank),
                 "placement": [[p.site, p.host] for p in self.placements]}
 
 
 def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="topology",
               oversubscribe=False, spawners=None, exports=None, job_id=None,
-              start_gateways=None):
+              start_gateways=None, settings=None):
     """Return the :class:`Plan` for running ``command`` on topology ``G``.
 
     Parameters
@@ -174,6 +230,9 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
         ``--spawner SITE=KIND`` overrides of the topology's per-site spawners.
     start_gateways : bool, optional
         Start gateway daemons (default: when ``coc.gateway`` is installed).
+    settings : dict, optional
+        ``{site: {key: value}}`` site settings (profiles, ``--testbed``); the topology's
+        ``login`` and ``spawner`` of a site fill what they leave out.
     """
     available = placing.available_slots(G, limits)
     counts = placing.site_counts(available, n, list(site_counts), oversubscribe)
@@ -192,10 +251,13 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
     plan = Plan(job_id or secrets.token_hex(4), G, list(command), placements, gateway_hosts,
                 daemons, {}, dict(exports or {}), hosts_from, tables=tables)
     site_attrs = G.graph.get("sites", {})
-    plan.spawners = {site: overrides.get(site) or (site_attrs.get(site) or {}).get("spawner")
+    for site in plan.sites:
+        given = {k: v for k, v in (site_attrs.get(site) or {}).items() if v is not None}
+        plan.settings[site] = {**given, **(settings or {}).get(site, {})}
+    plan.spawners = {site: overrides.get(site) or plan.settings[site].get("spawner")
                      or "local" for site in plan.sites}
-    for site, kind in plan.spawners.items():
-        spawner_for(kind, site)          # an unknown or unavailable spawner fails here
+    for site in plan.sites:
+        plan.spawner(site)               # an unknown or unavailable spawner fails here
     return plan
 
 

@@ -39,7 +39,7 @@ def _error(capsys, *argv):
     (["-n", "17", "true"], ["site a: 9 ranks but only 8 slots", "--oversubscribe"]),
     (["-n", "2", "--site", "a=1", "true"], ["-n 2 disagrees with --site counts"]),
     (["-x", "COC_TEST_SURELY_UNSET", "true"], ["COC_TEST_SURELY_UNSET is not set"]),
-    (["--spawner", "b=ssh", "true"], ["site b: spawner 'ssh' is not available yet"]),
+    (["--spawner", "b=ssh", "true"], ["site b: the ssh spawner needs the site's login host"]),
     (["--spawner", "b=telnet", "true"], ["site b: unknown spawner 'telnet'"]),
     (["--spawner", "q=local", "true"], ["site q: --spawner: unknown site"]),
     (["--topology", "no-such-machine", "true"], ["no-such-machine", "two-sites"]),

@@ -25,17 +25,46 @@ class Spawner(abc.ABC):
     ----------
     site : str
         The site this spawner reaches.
+    settings : dict, optional
+        The site's settings: its profile (``launcher/profiles``) merged with the topology's
+        ``login`` (see docs/launcher.md, "Site profiles"). Keys a spawner does not use are
+        ignored.
+    topology : networkx.Graph, optional
+        The job's topology (host names, hostnames and interface addresses).
     """
 
     #: The word naming this spawner in topology files and ``--spawner SITE=KIND``.
     kind = None
 
-    def __init__(self, site):
+    def __init__(self, site, settings=None, topology=None):
         self.site = site
+        self.settings = dict(settings or {})
+        self.topology = topology
+
+    @property
+    def python(self):
+        """Return the Python that runs the agent and Python ranks on the site."""
+        return self.settings.get("python") or sys.executable
 
     def agent_argv(self):
         """Return the command that runs the agent on the site (the same Python by default)."""
-        return [sys.executable, "-m", AGENT_MODULE]
+        return [self.python, "-m", AGENT_MODULE]
+
+    def host_argv(self, host, argv):
+        """Return the command the agent runs to start ``argv`` on ``host`` (as is by default).
+
+        A wrapper must keep the process's inherited file descriptors (the rank's rendezvous
+        socket) and exec the command, as ``ip netns exec`` does.
+        """
+        return list(argv)
+
+    def listen_host(self, host):
+        """Return the address engines on ``host`` listen on (``settings['listen']``, else loopback).
+
+        ``"0.0.0.0"`` makes peers use the host's topology address on the network they share
+        with it (:meth:`coc.launcher.plan.Plan.peers_for`).
+        """
+        return self.settings.get("listen") or "127.0.0.1"
 
     @abc.abstractmethod
     async def start(self, env):
@@ -48,21 +77,28 @@ class Spawner(abc.ABC):
 
 
 from coc.launcher.spawners.local import LocalSpawner  # noqa: E402  (registered below)
+from coc.launcher.spawners.mpiexec import MpiexecSpawner  # noqa: E402
+from coc.launcher.spawners.netns import NetnsSpawner  # noqa: E402
+from coc.launcher.spawners.pbs import PbsSpawner  # noqa: E402
+from coc.launcher.spawners.slurm import SlurmSpawner  # noqa: E402
+from coc.launcher.spawners.ssh import SshSpawner  # noqa: E402
 
 #: Spawners available now, by kind.
-SPAWNERS = {cls.kind: cls for cls in (LocalSpawner,)}
+SPAWNERS = {cls.kind: cls for cls in (LocalSpawner, SshSpawner, NetnsSpawner, PbsSpawner,
+                                      SlurmSpawner, MpiexecSpawner)}
 
 #: Spawner kinds a topology may name that arrive with the launcher's second phase.
-PLANNED = ("ssh", "slurm", "pbs", "mpiexec", "netns")
+PLANNED = ()
 
 
-def spawner_for(kind, site):
+def spawner_for(kind, site, settings=None, topology=None):
     """Return a spawner of ``kind`` for ``site``, or raise LaunchError naming what exists."""
     if kind in SPAWNERS:
-        return SPAWNERS[kind](site)
+        return SPAWNERS[kind](site, settings, topology)
     available = ", ".join(sorted(SPAWNERS))
     if kind in PLANNED:
         raise LaunchError(f"spawner {kind!r} is not available yet (available: {available})",
                           site=site)
-    raise LaunchError(f"unknown spawner {kind!r} (known: {', '.join([*SPAWNERS, *PLANNED])})",
+    known = ", ".join(dict.fromkeys([*SPAWNERS, *PLANNED]))
+    raise LaunchError(f"unknown spawner {kind!r} (known: {known})",
                       site=site)
