@@ -23,7 +23,11 @@ from coc.errors import CocError
 from coc.launcher import protocol
 from coc.launcher.rankside import CONTROL_FD
 
-__all__ = ["Agent", "main"]
+__all__ = ["Agent", "main", "rank_socket", "die_with_parent", "MPIEXEC"]
+
+#: Set in the agent's environment by the ``mpiexec`` spawner: the site's mpiexec, which then
+#: starts the site's ranks (``coc.launcher.spawners.mpiexec``).
+MPIEXEC = "COC_MPIEXEC"
 
 _READ_SIZE = 1 << 16
 _DRAIN_TIMEOUT = 1.0   # seconds to collect output after a process exits
@@ -34,8 +38,8 @@ _PR_SET_PDEATHSIG = 1
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
 
 
-def _die_with_agent():
-    """Ask the kernel to SIGKILL this child if the agent dies (runs between fork and exec)."""
+def die_with_parent():
+    """Ask the kernel to SIGKILL this child if its parent dies (run between fork and exec)."""
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
@@ -78,6 +82,7 @@ class Child:
         self.pumps = []
         self.watcher = None
         self.log = collections.deque(maxlen=_LOG_LINES)
+        self.reported = None      # called once its exit has gone to coc-run
 
     @property
     def key(self):
@@ -91,6 +96,7 @@ class Agent:
     def __init__(self, reader, writer):
         self.reader, self.writer = reader, writer
         self.children = []
+        self.launchers = []       # processes that start ranks for the agent (a site's mpiexec)
         self.rank_sockets = {}
         self.grace = 1.0
         self.stopping = None      # the teardown task, once started
@@ -157,7 +163,12 @@ class Agent:
         for gateway in job.get("gateways", ()):
             await self.start_child("gateway", gateway["endpoint"], gateway["argv"],
                                    gateway.get("env", {}), config=gateway.get("config"))
-        for rank in job.get("ranks", ()):
+        ranks = job.get("ranks", ())
+        if ranks and os.environ.get(MPIEXEC):    # the site's own MPI starts the ranks
+            from coc.launcher.spawners import mpiexec
+            await mpiexec.start_ranks(self, ranks, os.environ[MPIEXEC])
+            return
+        for rank in ranks:
             await self.start_child("rank", rank["rank"], rank["argv"], rank["env"],
                                    stdin=rank.get("stdin", False), welcome=rank["welcome"])
 
@@ -170,15 +181,15 @@ class Agent:
         """
         environment = {**os.environ, **env}
         pass_fds = ()
+        ours = None
         if kind == "rank":
-            ours, theirs = socket.socketpair()
-            ours.sendall(protocol.encode({"type": "welcome", **welcome}))  # waits in the buffer
+            ours, theirs = rank_socket(welcome)
             environment[CONTROL_FD] = str(theirs.fileno())
             pass_fds = (theirs.fileno(),)
         try:
             process, exited = await _spawn(
                 argv, env=environment, pass_fds=pass_fds, start_new_session=True,
-                preexec_fn=_die_with_agent,
+                preexec_fn=die_with_parent,
                 stdin=asyncio.subprocess.PIPE if stdin or kind == "gateway"
                 else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -191,11 +202,20 @@ class Agent:
         finally:
             if kind == "rank":
                 theirs.close()
-        child = Child(kind, ident, process, exited)
+        self.adopt(Child(kind, ident, process, exited), ours, config)
+
+    def adopt(self, child, rank_socket=None, config=None):
+        """Follow a started child: its output, its rendezvous (ranks), config (gateways), exit.
+
+        ``child.process`` needs ``pid`` (leader of the child's process group), ``returncode``,
+        ``stdin`` and ``stdout``/``stderr`` stream readers.
+        """
         self.children.append(child)
-        if kind == "rank":
-            self.rank_sockets[ident] = asyncio.create_task(self.relay_address(ident, ours))
-        if kind == "gateway":
+        process = child.process
+        if child.kind == "rank":
+            self.rank_sockets[child.ident] = asyncio.create_task(
+                self.relay_address(child.ident, rank_socket))
+        if child.kind == "gateway":
             process.stdin.write(json.dumps(config).encode() + b"\n")
             child.pumps += [asyncio.create_task(self.follow_gateway(child)),
                             asyncio.create_task(self.keep_log(child))]
@@ -318,6 +338,8 @@ class Agent:
             relay.result().close()       # it sent its address but will not need the answer
         await self.send({"type": "exit", **child.key, "code": code if code >= 0 else None,
                          "signal": -code if code < 0 else None, "log": list(child.log)})
+        if child.reported is not None:
+            child.reported()
 
     def stop(self, grace):
         """Begin ending every child (SIGTERM, SIGKILL after ``grace`` s); 0 kills at once."""
@@ -344,6 +366,18 @@ class Agent:
                 _signal_group(child.process.pid, signal.SIGKILL)
         if watchers:
             await asyncio.wait(watchers)
+        for launcher in self.launchers:     # it ends once its ranks have; else it is killed
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(launcher.wait()), _DRAIN_TIMEOUT)
+            _signal_group(launcher.pid, signal.SIGKILL)
+            await launcher.wait()
+
+
+def rank_socket(welcome):
+    """Return (agent's end, rank's end) of a rank's rendezvous socket, ``welcome`` waiting in it."""
+    ours, theirs = socket.socketpair()
+    ours.sendall(protocol.encode({"type": "welcome", **welcome}))  # waits in the buffer
+    return ours, theirs
 
 
 async def _open_channel():

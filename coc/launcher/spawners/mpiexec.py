@@ -1,0 +1,278 @@
+"""The ``mpiexec`` spawner: the site's own MPI starts the site's ranks (PACX-style).
+
+Three parts, one per process that takes part:
+
+- ``coc-run``: :class:`MpiexecSpawner` starts the site's agent as the ``local`` spawner does,
+  with ``COC_MPIEXEC`` naming the site's ``mpiexec`` (:func:`find_mpiexec`).
+- The agent: :func:`start_ranks` runs ``mpiexec -n K python -c SHEPHERD`` (:data:`SHEPHERD`
+  calls :func:`shepherd`) once for the site's K ranks, with ``COC_SITE_MPI=1`` (so ``coc.comm`` carries messages
+  between them through mpi4py) and ``COC_CONTROL_SOCKET``, the path of a Unix socket the
+  agent listens on: mpiexec's proxies do not pass inherited file descriptors on.
+- Each process mpiexec starts is a *shepherd* (:func:`shepherd`): it connects to that socket
+  and says its ``PMI_RANK``; the agent maps it to the site's ``PMI_RANK``-th coc rank and
+  answers with the rank's command and environment, passing the rank's stdout, stderr, stdin
+  (rank 0) and rendezvous socket as file descriptors (``SCM_RIGHTS``). The shepherd starts
+  the program with them, keeping MPI's own ``PMI_*`` variables and fds, and reports the
+  program's exit. So a rank started by mpiexec is, for the agent, a rank like any other: its
+  output is its own, its exit status exact, its rendezvous the usual inherited socket.
+
+The shepherd waits until the agent has passed the exit on to ``coc-run`` before it ends (and
+then ends with 0), so the first failure is the one ``coc-run`` reports and the teardown is
+``coc-run``'s (SIGTERM, then SIGKILL), not mpiexec's. Only the shepherds of an agent that
+vanished end with the program's status, which makes mpiexec abort the rest.
+"""
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+from coc.errors import LaunchError
+from coc.launcher import protocol
+from coc.launcher.agent import MPIEXEC, Child, die_with_parent, rank_socket
+from coc.launcher.rankside import CONTROL_FD
+from coc.launcher.spawners.local import LocalSpawner
+
+__all__ = ["MpiexecSpawner", "find_mpiexec", "start_ranks", "shepherd", "CONTROL_SOCKET",
+           "SITE_MPI", "SHEPHERD"]
+
+#: Environment variable naming the agent's Unix socket (set for the shepherds).
+CONTROL_SOCKET = "COC_CONTROL_SOCKET"
+#: Environment variable telling ``coc.comm`` that the site's MPI started the ranks.
+SITE_MPI = "COC_SITE_MPI"
+#: Variables that belong to the site's MPI: a rank keeps mpiexec's values.
+_MPI_OWNED = ("PMI_RANK", "PMI_SIZE")
+#: What each process mpiexec starts runs (``python -c``; ``-m`` would import this module twice).
+SHEPHERD = "import sys; from coc.launcher.spawners.mpiexec import shepherd; sys.exit(shepherd())"
+_ACK_TIMEOUT = 10.0      # seconds a shepherd waits for the agent to pass its exit on
+
+
+def find_mpiexec(environ=None):
+    """Return the path of the site's ``mpiexec``, or None.
+
+    ``$COC_MPIEXEC`` wins; then the one installed next to this Python (``pip install mpich``
+    puts it there, and a pyenv shim on PATH would cost a shell per start); then ``PATH``.
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get(MPIEXEC):
+        return environ[MPIEXEC]
+    beside = os.path.join(sysconfig.get_path("scripts"), "mpiexec")
+    if os.access(beside, os.X_OK):
+        return beside
+    return shutil.which("mpiexec", path=environ.get("PATH"))
+
+
+class MpiexecSpawner(LocalSpawner):
+    """Start the agent locally; the site's ``mpiexec`` then starts the site's ranks."""
+
+    kind = "mpiexec"
+
+    async def start(self, env):
+        """Start the agent with ``COC_MPIEXEC`` set; raise LaunchError when there is none."""
+        mpiexec = find_mpiexec()
+        if mpiexec is None:
+            raise LaunchError("spawner 'mpiexec': no mpiexec found (pip install mpich mpi4py, "
+                              f"or set {MPIEXEC})", site=self.site)
+        return await super().start({**env, MPIEXEC: mpiexec})
+
+
+# -- the agent's side ----------------------------------------------------------------------------
+
+
+class ShepherdedRank:
+    """A rank started by a shepherd, shaped as the agent's children are (pid, pipes, code)."""
+
+    def __init__(self, pid, stdin, stdout, stderr):
+        self.pid, self.stdin, self.stdout, self.stderr = pid, stdin, stdout, stderr
+        self.returncode = None
+
+
+async def _read_exactly(loop, sock, size):
+    data = b""
+    while len(data) < size:
+        chunk = await loop.sock_recv(sock, size - len(data))
+        if not chunk:
+            raise ConnectionError("the shepherd hung up")
+        data += chunk
+    return data
+
+
+async def _reader(loop, fd):
+    """Return an asyncio StreamReader on the read end ``fd`` of a pipe."""
+    reader = asyncio.StreamReader(limit=protocol.MAX_MESSAGE)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                 os.fdopen(fd, "rb", 0))
+    return reader
+
+
+async def _writer(loop, fd):
+    """Return an asyncio StreamWriter on the write end ``fd`` of a pipe."""
+    transport, flow = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
+                                                    os.fdopen(fd, "wb", 0))
+    return asyncio.StreamWriter(transport, flow, None, loop)
+
+
+async def _attach(agent, conn, ranks, attached):
+    """Serve one shepherd: give it its rank's command, environment and fds; follow its exit."""
+    loop = asyncio.get_running_loop()
+    hello = protocol.decode(await _read_exactly(
+        loop, conn, protocol.decode_length(await _read_exactly(loop, conn, 4))))
+    index = hello.get("index")
+    if not isinstance(index, int) or not 0 <= index < len(ranks) or index in attached:
+        raise LaunchError(f"a shepherd claims PMI_RANK {index!r} of {len(ranks)}")
+    attached.add(index)
+    rank = ranks[index]
+    ours, theirs = rank_socket(rank["welcome"])
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    in_r, in_w = os.pipe() if rank.get("stdin") else (None, None)
+    env = {k: v for k, v in rank["env"].items() if k not in _MPI_OWNED}
+    fds = [out_w, err_w, theirs.fileno(), *([in_r] if in_r is not None else [])]
+    start = {"type": "start", "rank": rank["rank"], "argv": rank["argv"], "env": env,
+             "stdin": in_r is not None}
+    try:
+        socket.send_fds(conn, [protocol.encode(start)], fds)
+    finally:
+        for fd in fds[:2] + fds[3:]:
+            os.close(fd)
+        theirs.close()
+    reader, writer = await asyncio.open_unix_connection(sock=conn)
+    started = await protocol.read_message(reader)
+    if started is None or started["type"] != "started":
+        raise LaunchError("its shepherd ended before starting it", rank=rank["rank"])
+    process = ShepherdedRank(started["pid"],
+                             await _writer(loop, in_w) if in_w is not None else None,
+                             await _reader(loop, out_r), await _reader(loop, err_r))
+    exited = loop.create_future()
+    child = Child("rank", rank["rank"], process, exited)
+    child.reported = writer.close
+    agent.adopt(child, ours)
+    try:
+        ended = await protocol.read_message(reader)
+    except LaunchError:
+        ended = None
+    if ended is None:      # the shepherd was killed, and its program with it (PDEATHSIG)
+        ended = {"code": None, "signal": signal.SIGKILL}
+    process.returncode = ended["code"] if ended["signal"] is None else -ended["signal"]
+    exited.set_result(process.returncode)
+
+
+async def _serve(agent, listener, ranks, mpiexec, directory):
+    """Accept the shepherds until all came or mpiexec ended; report ranks that never came."""
+    loop = asyncio.get_running_loop()
+    attached, tasks = set(), []
+    ended = asyncio.ensure_future(mpiexec.wait())
+    try:
+        while len(tasks) < len(ranks):
+            accepting = asyncio.ensure_future(loop.sock_accept(listener))
+            await asyncio.wait([accepting, ended], return_when=asyncio.FIRST_COMPLETED)
+            if not accepting.done():
+                accepting.cancel()
+                break
+            conn, _ = accepting.result()
+            tasks.append(asyncio.create_task(_attach(agent, conn, ranks, attached)))
+        for task in asyncio.as_completed(tasks):
+            with contextlib.suppress(ConnectionError, OSError):
+                try:
+                    await task
+                except LaunchError as exc:
+                    await agent.send({"type": "error", "message": f"mpiexec: {exc}"})
+    finally:
+        listener.close()
+        shutil.rmtree(directory, ignore_errors=True)
+    if len(attached) < len(ranks):
+        code = await ended
+        for index in sorted(set(range(len(ranks))) - attached):
+            await agent.send({"type": "error", "rank": ranks[index]["rank"],
+                              "message": f"mpiexec ended (exit code {code}) before it "
+                                         "started this rank"})
+            await agent.send({"type": "exit", "rank": ranks[index]["rank"],
+                              "code": code or 1, "signal": None})
+
+
+async def start_ranks(agent, ranks, mpiexec):
+    """Start ``ranks`` (the site's part of the job message) with one run of ``mpiexec``."""
+    directory = tempfile.mkdtemp(prefix="coc-mpiexec-")
+    path = os.path.join(directory, "control")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(len(ranks))
+    listener.setblocking(False)
+    argv = [mpiexec, "-n", str(len(ranks)), sys.executable, "-c", SHEPHERD]
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv, env={**os.environ, CONTROL_SOCKET: path, SITE_MPI: "1"},
+            stdin=asyncio.subprocess.DEVNULL, stdout=sys.stderr.fileno(),
+            start_new_session=True, preexec_fn=die_with_parent)
+    except OSError as exc:
+        listener.close()
+        shutil.rmtree(directory, ignore_errors=True)
+        for rank in ranks:
+            await agent.send({"type": "error", "rank": rank["rank"],
+                              "message": f"cannot execute {mpiexec!r}: {exc.strerror}"})
+            await agent.send({"type": "exit", "rank": rank["rank"], "code": 127,
+                              "signal": None})
+        return
+    agent.launchers.append(process)
+    asyncio.create_task(_serve(agent, listener, ranks, process, directory))
+
+
+# -- the shepherd (one per process mpiexec starts) -----------------------------------------------
+
+
+def _receive_start(sock):
+    """Return the agent's ``start`` message and the file descriptors that came with it."""
+    header, fds, _, _ = socket.recv_fds(sock, 4, 4)
+    if len(header) < 4:
+        header += sock.recv(4 - len(header), socket.MSG_WAITALL)
+    length = protocol.decode_length(header)
+    body = sock.recv(length, socket.MSG_WAITALL)
+    if len(body) != length:
+        raise LaunchError("the agent hung up while starting this rank")
+    return protocol.decode(body), fds
+
+
+def shepherd(environ=None):
+    """Start this process's coc rank as the agent says, report its exit; return our status."""
+    environ = dict(os.environ if environ is None else environ)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(environ.pop(CONTROL_SOCKET))
+    sock.sendall(protocol.encode({"type": "attach", "index": int(environ["PMI_RANK"]),
+                                  "pid": os.getpid()}))
+    start, fds = _receive_start(sock)
+    stdout, stderr, control, *stdin = fds
+    env = {**environ, **start["env"], CONTROL_FD: str(control)}
+    keep = [control] + ([int(environ["PMI_FD"])] if environ.get("PMI_FD", "").isdigit() else [])
+    try:
+        program = subprocess.Popen(
+            start["argv"], stdin=stdin[0] if stdin else subprocess.DEVNULL, stdout=stdout,
+            stderr=stderr, env=env, pass_fds=keep, start_new_session=True,
+            preexec_fn=die_with_parent)
+        pid, failed = program.pid, None
+    except OSError as exc:
+        os.write(stderr, f"cannot execute {start['argv'][0]!r}: {exc.strerror}\n".encode())
+        pid, failed = os.getpid(), 127 if isinstance(exc, FileNotFoundError) else 126
+    for fd in fds:
+        os.close(fd)
+    sock.sendall(protocol.encode({"type": "started", "pid": pid}))
+    if failed is None:
+        for signum in (signal.SIGTERM, signal.SIGINT):   # mpiexec's signals go to the rank
+            signal.signal(signum, lambda s, _: os.killpg(program.pid, s))
+        status = program.wait()
+    else:
+        status = failed
+    code, signum = (status, None) if status >= 0 else (None, -status)
+    sock.sendall(protocol.encode({"type": "exit", "code": code, "signal": signum}))
+    sock.settimeout(_ACK_TIMEOUT)
+    try:
+        acknowledged = sock.recv(1) == b""    # the agent closes once coc-run knows
+    except OSError:
+        acknowledged = False
+    return 0 if acknowledged else (status if signum is None else 128 + signum)
+

@@ -1,0 +1,59 @@
+"""The ``slurm`` spawner: the site's agent runs as a one-task job step (``srun``) of the allocation.
+
+``coc-run`` runs inside a Slurm allocation (``salloc``, ``sbatch``); the allocation's hosts and
+slots reach the placement through :func:`coc.launcher.environment.scheduler_allocation`. The
+agent is started with ``srun --nodes=1 --ntasks=1``: srun's stdin and stdout are the control
+channel, so the agent (and every rank and gateway daemon it starts, which belong to its step)
+is tracked, accounted and cleaned up by Slurm like any task of the job.
+"""
+
+import asyncio
+import os
+import shutil
+
+from coc.errors import LaunchError
+from coc.launcher import spawners
+
+__all__ = ["SlurmSpawner", "srun_argv"]
+
+
+def srun_argv(srun, site, command, environ):
+    """Return the ``srun`` command line that runs ``command`` as the site's agent step.
+
+    ``--kill-on-bad-exit`` ends the step when the agent fails; ``--overlap`` lets the steps of
+    several sites share a node of one allocation; ``--quiet`` keeps srun's own
+    progress messages out of coc-run's stderr; the step takes the whole allocation's CPUs
+    of its node when ``SLURM_CPUS_ON_NODE`` says how many, so its ranks are not squeezed
+    onto one core.
+
+    Examples
+    --------
+    >>> srun_argv("srun", "a", ["python", "-m", "coc.launcher.agent"],
+    ...           {"SLURM_CPUS_ON_NODE": "4"})        # doctest: +NORMALIZE_WHITESPACE
+    ['srun', '--nodes=1', '--ntasks=1', '--cpus-per-task=4', '--overlap',
+     '--kill-on-bad-exit=1', '--quiet', '--job-name=coc-agent-a', 'python', '-m', 'coc.launcher.agent']
+    """
+    cpus = environ.get("SLURM_CPUS_ON_NODE", "")
+    return [srun, "--nodes=1", "--ntasks=1",
+            *([f"--cpus-per-task={cpus}"] if cpus.isdigit() else []),
+            "--overlap", "--kill-on-bad-exit=1", "--quiet", f"--job-name=coc-agent-{site}", *command]
+
+
+class SlurmSpawner(spawners.Spawner):
+    """Start the agent with ``srun`` inside the allocation ``coc-run`` runs in."""
+
+    kind = "slurm"
+
+    async def start(self, env):
+        """Start the agent as a job step; raise LaunchError outside an allocation."""
+        if not (os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID")):
+            raise LaunchError("spawner 'slurm' needs a Slurm allocation (SLURM_JOB_ID is not "
+                              "set): run coc-run under salloc or in an sbatch script",
+                              site=self.site)
+        srun = shutil.which("srun")
+        if srun is None:
+            raise LaunchError("spawner 'slurm': srun is not on PATH", site=self.site)
+        return await asyncio.create_subprocess_exec(
+            *srun_argv(srun, self.site, self.agent_argv(), os.environ),
+            env={**os.environ, **env}, start_new_session=True,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
