@@ -16,6 +16,7 @@ from coc.launcher import placement
 from coc.launcher.control import Job
 from coc.launcher.environment import parse_exports, scheduler_allocation
 from coc.launcher.output import OutputSink
+from coc.launcher.profiles import load_profile, merge_settings
 from coc.launcher.plan import format_plan, make_plan
 from coc.topology.hostlist import compress
 
@@ -45,7 +46,16 @@ _OPTIONS = [
     (("--spawner",), dict(action="append", default=[], metavar="SITE=KIND",
                           help="start SITE's agent with spawner KIND (default: the topology's, "
                                "else local)")),
-    (("--dry-run",), dict(action="store_true", help="print the plan and stop")),
+    (("--profile",), dict(action="append", default=[], metavar="FILE|NAME",
+                          help="site profiles: how to reach and submit to each site "
+                               "(repeatable; later files win)")),
+    (("--testbed",), dict(metavar="NAME", help="run every site in testbed NAME's network "
+                                               "namespaces (spawner netns; coc testbed up)")),
+    (("--batch",), dict(action="store_true",
+                        help="submit one batch job per site from launcher/ templates, wait "
+                             "until all run, then run the job in them")),
+    (("--dry-run",), dict(action="store_true",
+                          help="print the plan (and with --batch the job scripts) and stop")),
 ]
 _TAKES_VALUE = {flag for flags, kw in _OPTIONS if "action" not in kw or kw["action"] == "append"
                 for flag in flags}
@@ -136,7 +146,11 @@ def _host_limits(args, G):
     where = f"{allocation.scheduler} job {allocation.job_id}"
     if not known:
         return None, f"topology ({where} names no host of it)"
-    return known, f"{where}: {compress([h for h, _ in known])}"
+    # the allocation limits its own sites; the job's other sites keep the topology's hosts
+    inside = {G.nodes[h]["site"] for h, _ in known}
+    others = [(h, None) for h in topology.placement_slots(G) if G.nodes[h]["site"] not in inside]
+    rest = "; other sites from the topology" if others else ""
+    return known + others, f"{where}: {compress([h for h, _ in known])}{rest}"
 
 
 def plan_job(args, command):
@@ -156,10 +170,16 @@ def plan_job(args, command):
         warnings.simplefilter("always", TopologyWarning)
         G = topology.load(args.topology)
     limits, hosts_from = _host_limits(args, G)
+    layers = [load_profile(name) for name in args.profile]
+    if args.testbed:
+        chosen = merge_settings(*layers)
+        layers.append({site: {"testbed": args.testbed,
+                              "spawner": chosen.get(site, {}).get("spawner", "netns")}
+                       for site in topology.sites(G)})
     plan = make_plan(G, rank_command(command), n=args.n, site_counts=sites, limits=limits,
                      hosts_from=hosts_from, oversubscribe=args.oversubscribe,
                      spawners=dict(_pairs(args.spawner, "--spawner")),
-                     exports=parse_exports(args.export))
+                     exports=parse_exports(args.export), settings=merge_settings(*layers))
     plan.warnings = list(dict.fromkeys(str(w.message) for w in caught
                                        if issubclass(w.category, TopologyWarning)))
     return plan
