@@ -1,0 +1,249 @@
+"""coc-run reaching a site over ssh: a real OpenSSH server, keys made for the test.
+
+The test builds two-sites as network namespaces (``coc.testbed``) and runs Debian's ``sshd``
+in b-gw's namespace (site b's login host, on the WAN) and in a-gw's (a jump host), each with
+its own ``sshd_config``, host key and authorized key in a temporary directory. ``coc-run``
+itself runs inside a testbed namespace, like a user on a machine of site a: site a is
+started by the ``netns`` spawner, site b by the ``ssh`` spawner — ssh to b-gw, whose agent
+starts b1's rank through the profile's ``host_exec`` (``ip netns exec``). Needs root (the
+namespaces, and ``apt-get install openssh-server`` when sshd is missing); skipped elsewhere.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import coc.testbed
+from coc.errors import TopologyWarning
+from coc.launcher.plan import gateway_daemon_available
+from coc.topology import load
+
+from launcher_helpers import COC_RUN
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: sshd and the ranks "
+                                 "run in network namespaces (CI runs these as root)"),
+              pytest.mark.skipif(not gateway_daemon_available(),
+                                 reason="needs the built engine (gateway daemons)")]
+
+SSHD = "/usr/sbin/sshd"
+HELLO = textwrap.dedent("""
+    import json, os
+    import coc
+    comm = coc.init()
+    if comm.rank == 0:
+        comm.send("over ssh and two gateways", dest=comm.size - 1, tag=3)
+        print(json.dumps({"rank": 0, "answer": comm.recv(source=comm.size - 1, tag=4)}))
+    elif comm.rank == comm.size - 1:
+        got = comm.recv(source=0, tag=3)
+        comm.send(got.upper(), dest=0, tag=4)
+        print(json.dumps({"rank": comm.rank, "got": got, "host": os.environ["COC_HOST"],
+                          "cwd": os.getcwd()}))
+""")
+
+
+def _need_sshd():
+    """Return the sshd binary, installing openssh-server with apt-get if it is missing."""
+    if not Path(SSHD).exists() and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-qq", "-o", "DPkg::Lock::Timeout=60",
+                        "openssh-server"], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+                       capture_output=True, timeout=300)
+    if not Path(SSHD).exists():
+        pytest.skip("needs Debian's openssh-server (sshd): apt-get install openssh-server")
+    return SSHD
+
+
+def _keygen(path):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+                   check=True, timeout=10)
+    return Path(f"{path}.pub").read_text().split()[:2]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """Two-sites as namespaces with sshd on b-gw (login) and a-gw (jump); all torn down."""
+    sshd = _need_sshd()
+    keys = tmp_path_factory.mktemp("ssh")
+    host_type, host_key = _keygen(keys / "host_ed25519")
+    user_type, user_key = _keygen(keys / "user_ed25519")
+    (keys / "authorized_keys").write_text(f"{user_type} {user_key} coc-test\n")
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)    # sshd's privilege separation dir
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TopologyWarning)
+        G = load("two-sites")
+    with coc.testbed.up(G, name=f"ssh-{os.getpid()}") as bed:
+        login, jump = bed.address("b-gw", "wan"), bed.address("a-gw", "a-lan")
+        (keys / "known_hosts").write_text(
+            "".join(f"{address} {host_type} {host_key}\n" for address in (login, jump)))
+        (keys / "ssh_config").write_text(textwrap.dedent(f"""\
+            Host *
+              User root
+              IdentityFile {keys}/user_ed25519
+              IdentitiesOnly yes
+              UserKnownHostsFile {keys}/known_hosts
+              StrictHostKeyChecking yes
+            """))
+        daemons = {}
+        for host in ("b-gw", "a-gw"):
+            config = keys / f"sshd_config.{host}"
+            config.write_text(textwrap.dedent(f"""\
+                Port 22
+                HostKey {keys}/host_ed25519
+                AuthorizedKeysFile {keys}/authorized_keys
+                PidFile {keys}/sshd.{host}.pid
+                PasswordAuthentication no
+                KbdInteractiveAuthentication no
+                PubkeyAuthentication yes
+                PermitRootLogin prohibit-password
+                StrictModes no
+                UsePAM no
+                AllowTcpForwarding yes
+                """))
+            daemons[host] = bed.popen(host, [sshd, "-D", "-e", "-f", str(config)],
+                                      stderr=subprocess.PIPE, text=True)
+        try:
+            for host, address in (("b-gw", login), ("a-gw", jump)):
+                _wait_listening(bed, host, daemons[host])
+            yield {"bed": bed, "keys": keys, "login": login, "jump": jump, "sshd": daemons}
+        finally:
+            for daemon in daemons.values():      # by PID: only the daemons this test started
+                daemon.terminate()
+                try:
+                    daemon.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    daemon.kill()
+                    daemon.wait(timeout=5)
+                daemon.stderr.close()
+
+
+def _wait_listening(bed, host, daemon, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if daemon.poll() is not None:
+            pytest.fail(f"sshd on {host} ended: {daemon.stderr.read()}")
+        out = bed.exec(host, ["ss", "-Htln", "sport = :22"], capture_output=True, text=True,
+                       timeout=5).stdout
+        if out.strip():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"sshd on {host} is not listening after {timeout} s")
+
+
+def _profile(site, tmp_path, **extra):
+    """Write a profile for site b (ssh to b-gw, ranks on b1 via ip netns exec); return it."""
+    bed = site["bed"]
+    settings = {"spawner": "ssh", "login": "b-gw", "ssh_host": site["login"],
+                "ssh_config": str(site["keys"] / "ssh_config"), "workdir": str(tmp_path),
+                "host_exec": f"ip netns exec coc:{bed.name}:{{host}}", **extra}
+    path = tmp_path / "profile.yaml"
+    path.write_text(json.dumps({"sites": {"b": settings}}))      # JSON is YAML
+    return path
+
+
+def _coc_run_in(site, host, tmp_path, *args, timeout=25):
+    """Run coc-run inside ``host``'s namespace (a user on that machine)."""
+    return site["bed"].exec(host, [*COC_RUN, *map(str, args)], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=timeout,
+                            stdin=subprocess.DEVNULL)
+
+
+def _check_hello(result):
+    assert result.returncode == 0, result.stderr
+    lines = {d["rank"]: d for d in map(json.loads, result.stdout.splitlines())}
+    assert lines[0]["answer"] == "OVER SSH AND TWO GATEWAYS"
+    assert lines[1]["got"] == "over ssh and two gateways"
+    assert lines[1]["host"] == "b1"
+    return lines
+
+
+def test_site_b_over_ssh(site, tmp_path):
+    (tmp_path / "hello.py").write_text(HELLO)
+    result = _coc_run_in(site, "a-gw", tmp_path, "--testbed", site["bed"].name, "--profile",
+                         _profile(site, tmp_path), "--site", "a=1", "--site", "b=1",
+                         "--output-dir", tmp_path / "out", "--", "python3", "hello.py")
+    result = subprocess.CompletedProcess(result.args, result.returncode,
+                                         "".join(p.read_text() for p in
+                                                 sorted((tmp_path / "out").glob("rank.*.stdout"))),
+                                         result.stderr)
+    lines = _check_hello(result)
+    assert lines[1]["cwd"] == str(tmp_path)                      # the profile's workdir
+    final = json.loads((tmp_path / "out" / "gateway.b-gw.stdout").read_text())
+    assert final["stats"]["frames_forwarded"] >= 2
+
+
+def test_site_b_over_ssh_through_a_jump_host(site, tmp_path):
+    """From a1 (no route to the WAN) through a-gw's sshd to b-gw's (ProxyJump)."""
+    (tmp_path / "hello.py").write_text(HELLO)
+    result = _coc_run_in(site, "a1", tmp_path, "--testbed", site["bed"].name, "--profile",
+                         _profile(site, tmp_path, jump=site["jump"]),
+                         "--site", "a=1", "--site", "b=1", "hello.py")
+    _check_hello(result)
+
+
+def test_an_unreachable_login_host_names_site_and_host(site, tmp_path):
+    result = _coc_run_in(site, "a1", tmp_path, "--testbed", site["bed"].name, "--profile",
+                         _profile(site, tmp_path), "--site", "a=1", "--site", "b=1", "true")
+    assert result.returncode == 2
+    assert f"site b (ssh {site['login']}): ssh: connect to host {site['login']}" \
+           in result.stderr
+    assert "site b: site unreachable" in result.stderr
+
+
+def test_a_lost_ssh_connection_ends_the_job_naming_site_and_host(site, tmp_path):
+    listener = site["sshd"]["b-gw"].pid
+    before = _children(listener)
+    start = time.monotonic()
+    proc = site["bed"].popen("a-gw", [*COC_RUN, "--testbed", site["bed"].name, "--profile",
+                                      str(_profile(site, tmp_path)), "--site", "a=1",
+                                      "--site", "b=1", "sleep", "30"],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, stdin=subprocess.DEVNULL)
+    try:
+        while not (sessions := _children(listener) - before):
+            assert time.monotonic() - start < 10, "no ssh session appeared"
+            time.sleep(0.05)
+        time.sleep(1.0)                                  # the job is running
+        for pid in sessions:
+            os.kill(pid, signal.SIGKILL)                 # the connection dies with its server
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=5)
+    assert proc.returncode == 1, err
+    assert f"site b (ssh {site['login']}): connection failed or lost" in err
+    assert "site b: its agent died" in err
+    assert time.monotonic() - start < 15
+    leftover = site["bed"].exec("b1", ["ip", "netns", "pids", f"coc:{site['bed'].name}:b1"],
+                                capture_output=True, text=True, timeout=5).stdout.split()
+    assert leftover == [] or _wait_gone(leftover)
+
+
+def _children(pid):
+    """Return the pids whose parent is ``pid``."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _wait_gone(pids, within=3.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{p}").exists() for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
