@@ -21,7 +21,9 @@ def srun_argv(srun, site, command, environ):
     """Return the ``srun`` command line that runs ``command`` as the site's agent step.
 
     ``--kill-on-bad-exit`` ends the step when the agent fails; ``--overlap`` lets the steps of
-    several sites share a node of one allocation; ``--quiet`` keeps srun's own
+    several sites share a node of one allocation; ``--unbuffered`` makes srun pass the
+    channel's bytes on as they come (by default it holds them until a newline); ``--quiet``
+    keeps srun's own
     progress messages out of coc-run's stderr; the step takes the whole allocation's CPUs
     of its node when ``SLURM_CPUS_ON_NODE`` says how many, so its ranks are not squeezed
     onto one core.
@@ -31,12 +33,14 @@ def srun_argv(srun, site, command, environ):
     >>> srun_argv("srun", "a", ["python", "-m", "coc.launcher.agent"],
     ...           {"SLURM_CPUS_ON_NODE": "4"})        # doctest: +NORMALIZE_WHITESPACE
     ['srun', '--nodes=1', '--ntasks=1', '--cpus-per-task=4', '--overlap',
-     '--kill-on-bad-exit=1', '--quiet', '--job-name=coc-agent-a', 'python', '-m', 'coc.launcher.agent']
+     '--kill-on-bad-exit=1', '--unbuffered', '--quiet', '--job-name=coc-agent-a',
+     'python', '-m', 'coc.launcher.agent']
     """
     cpus = environ.get("SLURM_CPUS_ON_NODE", "")
     return [srun, "--nodes=1", "--ntasks=1",
             *([f"--cpus-per-task={cpus}"] if cpus.isdigit() else []),
-            "--overlap", "--kill-on-bad-exit=1", "--quiet", f"--job-name=coc-agent-{site}", *command]
+            "--overlap", "--kill-on-bad-exit=1", "--unbuffered", "--quiet",
+            f"--job-name=coc-agent-{site}", *command]
 
 
 class SlurmSpawner(spawners.Spawner):

@@ -1,0 +1,129 @@
+"""The ``slurm`` spawner against a real Slurm: coc-run inside ``salloc`` starts its site by srun.
+
+A session fixture starts a one-node cluster (munged, slurmctld, slurmd; see slurm_cluster.py),
+installing Debian's slurm-wlm and munge first when they are missing (root only).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from launcher_helpers import COC_RUN, assert_all_gone, program, recorded_pids
+from slurm_cluster import missing_reason, start_cluster
+
+HOST = socket.gethostname().split(".")[0]
+
+TOPOLOGY = f"""\
+name: slurm-and-local
+networks:
+  a-lan: {{technology: ethernet, latency: 20us, bandwidth: 10Gbit/s, scope: private}}
+  b-lan: {{technology: ethernet, latency: 20us, bandwidth: 10Gbit/s, scope: private}}
+  wan: {{technology: wan, latency: 1ms, bandwidth: 1Gbit/s, scope: public}}
+sites:
+  a:
+    spawner: slurm
+    hosts:
+      - {{name: {HOST}, slots: 1, interfaces: [a-lan]}}
+      - {{name: a-gw, role: gateway, dedicated: true, interfaces: [a-lan, wan]}}
+  b:
+    hosts:
+      - {{name: b1, slots: 2, interfaces: [b-lan]}}
+      - {{name: b-gw, role: gateway, dedicated: true, interfaces: [b-lan, wan]}}
+"""
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A running one-node Slurm cluster (skips with the reason when it cannot run here)."""
+    if os.geteuid() != 0:
+        pytest.skip("a Slurm test cluster needs root (slurmd runs jobs as any user)")
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def topology_file(tmp_path):
+    path = tmp_path / "slurm-and-local.yaml"
+    path.write_text(TOPOLOGY)
+    return path
+
+
+def salloc(cluster, tasks, *args, timeout=60):
+    """Run ``coc-run ARGS`` inside ``salloc -N1 -n TASKS``; return the CompletedProcess."""
+    try:
+        return subprocess.run(
+            ["salloc", "-N1", f"-n{tasks}", "--quiet", *COC_RUN, *map(str, args)],
+            env=cluster.env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(cluster.logs(), file=sys.stderr)
+        raise
+
+
+def _steps_left(cluster):
+    result = subprocess.run(["squeue", "-h", "-s", "-o", "%i %j"], env=cluster.env,
+                            capture_output=True, text=True, timeout=10)
+    return result.stdout.strip()
+
+
+pytestmark = pytest.mark.root
+
+
+def test_coc_run_in_an_allocation_starts_its_site_through_srun(slurm, topology_file):
+    result = salloc(slurm, 4, "--topology", topology_file, "--site", "a=4", "--site", "b=2",
+                    "--tag-output", program("site_mpi.py"))
+    assert result.returncode == 0, result.stderr + slurm.logs()
+    reports = {}
+    for line in result.stdout.splitlines():
+        tag, _, text = line.partition(" ")
+        report = json.loads(text)
+        reports[report["rank"]] = (tag, report)
+    assert sorted(reports) == list(range(6))
+    for rank, (tag, report) in reports.items():
+        assert report["got"] == {"from": (rank - 1) % 6}
+        job, step = report["slurm"]
+        if rank < 4:       # site a: the allocation's 4 slots on this node, inside a job step
+            assert tag == f"[a/{HOST}/{rank}]"
+            assert job and step is not None and step.isdigit()
+        else:
+            assert tag == f"[b/b1/{rank}]" and step is None
+    assert reports[3][1]["stats"]["inter_site_messages"] == 1       # 3 -> 4 crossed over
+
+
+def test_the_plan_takes_hosts_and_slots_from_the_allocation(slurm, topology_file):
+    result = salloc(slurm, 3, "--topology", topology_file, "--dry-run", "true")
+    assert result.returncode == 0, result.stderr
+    assert "hosts from: slurm job " in result.stdout
+    assert f"{HOST}; other sites from the topology" in result.stdout
+    assert "site a (spawner slurm): 3 ranks" in result.stdout
+    assert "site b (spawner local): 2 ranks" in result.stdout
+
+
+def test_a_failing_rank_in_the_allocation_stops_the_job_with_its_code(slurm, topology_file,
+                                                                      tmp_path):
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    result = salloc(slurm, 4, "--topology", topology_file, "--site", "a=4", "--site", "b=2",
+                    program("rank.py"), "--pid-dir", pid_dir, "--grandchild",
+                    "--exit-rank", 2, "--code", 7, "--after", 1.0)
+    assert result.returncode == 7, result.stderr
+    assert f"coc-run: rank 2 (site a, host {HOST}) exited with code 7" in result.stderr
+    assert len(list(pid_dir.glob("*.json"))) == 6
+    assert_all_gone(recorded_pids(pid_dir), within=2.0)
+    assert _steps_left(slurm) == ""
+
+
+def test_outside_an_allocation_the_slurm_spawner_says_so(topology_file, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    result = subprocess.run([*COC_RUN, "--topology", str(topology_file), "-n", "1", "true"],
+                            env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "site a: spawner 'slurm' needs a Slurm allocation (SLURM_JOB_ID is not set)" \
+        in result.stderr
