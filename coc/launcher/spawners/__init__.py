@@ -35,6 +35,8 @@ class Spawner(abc.ABC):
 
     #: The word naming this spawner in topology files and ``--spawner SITE=KIND``.
     kind = None
+    #: The module the spawner starts on the site (``coc-run --batch`` starts its relay instead).
+    agent_module = AGENT_MODULE
 
     def __init__(self, site, settings=None, topology=None):
         self.site = site
@@ -48,7 +50,7 @@ class Spawner(abc.ABC):
 
     def agent_argv(self):
         """Return the command that runs the agent on the site (the same Python by default)."""
-        return [self.python, "-m", AGENT_MODULE]
+        return [self.python, "-m", self.agent_module]
 
     def host_argv(self, host, argv):
         """Return the command the agent runs to start ``argv`` on ``host`` (as is by default).
