@@ -23,7 +23,7 @@ from coc.errors import CocError
 from coc.launcher import protocol
 from coc.launcher.rankside import CONTROL_FD
 
-__all__ = ["Agent", "main", "rank_socket", "die_with_parent", "MPIEXEC"]
+__all__ = ["Agent", "main", "open_channel", "rank_socket", "die_with_parent", "MPIEXEC"]
 
 #: Set in the agent's environment by the ``mpiexec`` spawner: the site's mpiexec, which then
 #: starts the site's ranks (``coc.launcher.spawners.mpiexec``).
@@ -380,7 +380,7 @@ def rank_socket(welcome):
     return ours, theirs
 
 
-async def _open_channel():
+async def open_channel():
     """Return a reader on stdin and a writer on stdout, moving stray prints to stderr."""
     loop = asyncio.get_running_loop()
     channel_out = os.dup(1)
@@ -395,7 +395,7 @@ async def _open_channel():
 
 
 async def _main():
-    reader, writer = await _open_channel()
+    reader, writer = await open_channel()
     agent = Agent(reader, writer)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
