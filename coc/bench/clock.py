@@ -33,7 +33,8 @@ __all__ = ["Estimate", "Calibration", "apply_test_skew", "exchange_pass", "calib
 
 TAG = 31_999          # tag of calibration messages (distinct from the patterns' tags)
 EXCHANGES = 200       # exchanges per rank per pass
-QUICK_EXCHANGES = 60
+QUICK_EXCHANGES = 100
+WARMUP_EXCHANGES = 20  # first exchanges of a pass, not used (connections, caches, wake-ups)
 
 
 @dataclass
@@ -93,7 +94,7 @@ def apply_test_skew(rank, text=None):
 def _serve(comm, peer, exchanges, read):
     """Rank 0's side of one pass with ``peer``: answer every probe with a clock reading."""
     buf = np.zeros(1, dtype=np.int64)
-    for _ in range(exchanges):
+    for _ in range(WARMUP_EXCHANGES + exchanges):
         comm.Recv(buf, source=peer, tag=TAG)
         buf[0] = read()
         comm.Send(buf, dest=peer, tag=TAG)
@@ -103,13 +104,13 @@ def _probe(comm, exchanges, read):
     """A rank's side of one pass: return the :class:`Estimate` of its smallest round trip."""
     out, buf = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
     best = None
-    for _ in range(exchanges):
+    for i in range(WARMUP_EXCHANGES + exchanges):
         t0 = read()
         out[0] = t0
         comm.Send(out, dest=0, tag=TAG)
         comm.Recv(buf, source=0, tag=TAG)
         t1 = read()
-        if best is None or t1 - t0 < best[1] - best[0]:
+        if i >= WARMUP_EXCHANGES and (best is None or t1 - t0 < best[1] - best[0]):
             best = (t0, t1, int(buf[0]))
     t0, t1, remote = best
     mid = (t0 + t1) / 2
@@ -133,7 +134,8 @@ def exchange_pass(backend, exchanges=EXCHANGES, read=None):
 def calibrate(backend, exchanges=EXCHANGES, interval=1.0):
     """Calibrate this rank's clock with two passes ``interval`` seconds apart.
 
-    Returns the :class:`Calibration`; every rank returns its own.
+    The offset comes from the pass with the smaller bound, the drift from both. Returns the
+    :class:`Calibration`; every rank returns its own.
     """
     first = exchange_pass(backend, exchanges)
     backend.comm.Barrier()
@@ -145,8 +147,9 @@ def calibrate(backend, exchanges=EXCHANGES, interval=1.0):
         return Calibration(0.0, 0.0, second.at_ns, 0.0, 0.0, False)
     drift = (second.offset_ns - first.offset_ns) / span
     drift_bound = (first.bound_ns + second.bound_ns) / span
-    return Calibration(offset_ns=second.offset_ns, drift=drift, ref_ns=second.at_ns,
-                       bound_ns=second.bound_ns, drift_bound=drift_bound,
+    best = min(first, second, key=lambda e: e.bound_ns)
+    return Calibration(offset_ns=best.offset_ns, drift=drift, ref_ns=best.at_ns,
+                       bound_ns=best.bound_ns, drift_bound=drift_bound,
                        drift_applied=abs(drift) > drift_bound)
 
 

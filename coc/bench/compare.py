@@ -42,24 +42,47 @@ REFERENCES = [("tcp", "C ping-pong, direct TCP", 0), ("relay2", "C ping-pong, 2 
 COLLECTIVES = ("Barrier", "Bcast", "Allreduce", "Alltoall")
 
 
-def run_jobs(out, quick, prefix=(), timeout=900):
-    """Run ``coc bench run`` under each launcher of :data:`RUNS`; return ``{key: results}``."""
+def _job(title, argv, env, out, timeout):
+    """Run one ``coc bench run`` job writing to ``out``; return its results."""
+    print(f"== {title}", file=sys.stderr, flush=True)
+    argv = [*argv, "--out", str(out), "--no-plots"]
+    proc = subprocess.run(argv, env={**os.environ, **env}, timeout=timeout,
+                          stdout=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise CocError(f"{title}: {' '.join(argv)} exited with {proc.returncode}")
+    return report.load(out)
+
+
+def run_jobs(out, quick, prefix=(), repeat=1, testbed=None, timeout=900):
+    """Run ``coc bench run`` under each launcher of :data:`RUNS`; return ``{key: results}``.
+
+    With ``repeat`` > 1 the jobs run that many times, interleaved (so a change in the
+    machine's load hits every job alike), each into ``KEY/repN/``, and their samples are
+    pooled into ``KEY/``. ``testbed`` names a testbed (``coc testbed up two-sites``) whose
+    network namespaces the coc job runs in (``coc-run --testbed``).
+    """
     if shutil.which("mpiexec") is None:
         raise CocError("coc bench report needs MPICH's mpiexec and mpi4py "
                        "(pip install mpich mpi4py)")
-    results = {}
-    for key, title, launcher, env in RUNS:
-        if prefix and key == "coc":
-            # docs/engine.md: waits that never spin suit processes sharing one CPU.
-            env = {"COC_SPIN_NS": os.environ.get("COC_SPIN_NS", "-1"), **env}
-        print(f"== {title}", file=sys.stderr, flush=True)
-        argv = [*prefix, *launcher, *BENCH, "--out", str(out / key), "--no-plots"]
-        argv += ["--quick"] if quick else []
-        proc = subprocess.run(argv, env={**os.environ, **env}, timeout=timeout,
-                              stdout=subprocess.DEVNULL)
-        if proc.returncode != 0:
-            raise CocError(f"{title}: {' '.join(argv)} exited with {proc.returncode}")
-        results[key] = report.load(out / key)
+    runs = {key: [] for key, *_ in RUNS}
+    for rep in range(repeat):
+        for key, title, launcher, env in RUNS:
+            if key == "coc":
+                if testbed:
+                    launcher = [*launcher[:3], "--testbed", testbed, *launcher[3:]]
+                    title = f"{title} testbed (network namespaces)"
+                if prefix:
+                    # docs/engine.md: waits that never spin suit processes sharing one CPU.
+                    env = {"COC_SPIN_NS": os.environ.get("COC_SPIN_NS", "-1"), **env}
+            argv = [*prefix, *launcher, *BENCH, *(["--quick"] if quick else [])]
+            where = out / key / f"rep{rep + 1}" if repeat > 1 else out / key
+            res = _job(f"{title} ({rep + 1}/{repeat})", argv, env, where, timeout)
+            res["meta"]["title"] = title
+            runs[key].append(res)
+    results = {key: report.merge(r) if repeat > 1 else r[0] for key, r in runs.items()}
+    if repeat > 1:
+        for key, res in results.items():
+            report.write(res, out / key)
     return results
 
 
@@ -141,7 +164,9 @@ def format_report(results, refs, command):
     lines = ["# coc bench report", "", f"Command: `{command}`", ""]
     for key, title, _, _ in RUNS:
         meta = results[key]["meta"]
-        lines.append(f"- **{title}** ({meta['library']}): {meta['size']} ranks, "
+        repeats = meta.get("repeats", 1)
+        lines.append(f"- **{meta.get('title', title)}** ({meta['library']}): {meta['size']} "
+                     f"ranks, {f'{repeats} runs pooled, ' if repeats > 1 else ''}"
                      f"{meta['seconds']} s, global clock accuracy "
                      f"±{meta['clock']['accuracy_ns'] / 1e3:.1f} µs; outputs in `{key}/`")
     cols = pingpong_columns(results, refs)
@@ -223,7 +248,7 @@ def _report(args):
     out.mkdir(parents=True, exist_ok=True)
     prefix = ("taskset", "-c", "0") if args.pin else ()
     try:
-        results = run_jobs(out, args.quick, prefix)
+        results = run_jobs(out, args.quick, prefix, args.repeat, args.testbed)
         refs = reference_points(args.quick, prefix)
     except (CocError, subprocess.TimeoutExpired) as exc:
         print(f"coc bench report: {exc}", file=sys.stderr)
@@ -233,7 +258,10 @@ def _report(args):
     _plot_pingpong(results, refs, out / "compare-pingpong.png")
     _plot_collectives(results, out / "compare-collectives.png")
     command = " ".join(["coc bench report", *(["--quick"] if args.quick else []),
-                        *(["--pin"] if args.pin else []), "--out", str(out)])
+                        *(["--pin"] if args.pin else []),
+                        *([f"--repeat {args.repeat}"] if args.repeat > 1 else []),
+                        *([f"--testbed {args.testbed}"] if args.testbed else []),
+                        "--out", str(out)])
     text = format_report(results, refs, command)
     (out / "report.md").write_text(text)
     print(text)
@@ -250,4 +278,9 @@ def register(patterns_parsers):
     p.add_argument("--out", default="bench-report", metavar="DIR", help="output directory")
     p.add_argument("--pin", action="store_true",
                    help="run everything with taskset -c 0 (one CPU: no cross-CPU wake-ups)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run every job N times, interleaved, and pool their samples")
+    p.add_argument("--testbed", metavar="NAME",
+                   help="run the coc job on this testbed's network namespaces "
+                        "(coc testbed up two-sites --name NAME; needs root)")
     p.set_defaults(func=_report)

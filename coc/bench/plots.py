@@ -83,6 +83,7 @@ def _histograms(plt, pattern, cls, groups, out):
         ax.set_xscale("log")
         ax.set_yscale("log")
         log_axis(ax.xaxis)
+        log_axis(ax.yaxis)
         ax.set_title(f"{size_text(size)}" if size else pattern, fontsize=9)
         ax.set_xlabel("µs", fontsize=8)
         ax.tick_params(labelsize=7)

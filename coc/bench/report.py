@@ -10,10 +10,11 @@ import csv
 import json
 from pathlib import Path
 
+from coc.bench.patterns import PATTERNS
 from coc.bench.stats import QUANTILES, bandwidth_mbs, summarize
 
-__all__ = ["group_stats", "format_table", "format_clock", "write", "load", "CSV_FIELDS",
-           "size_text"]
+__all__ = ["group_stats", "all_stats", "merge", "format_table", "format_clock", "write", "load",
+           "CSV_FIELDS", "size_text"]
 
 CSV_FIELDS = ("pattern", "class", "size", "what", "rank", "trial", "t_ns", "late")
 
@@ -40,6 +41,37 @@ def group_stats(group, bandwidth):
     row.update(summarize(kept))
     row["mbs"] = bandwidth_mbs(group["size"], row["median"]) if bandwidth else None
     return row
+
+
+def all_stats(groups):
+    """Return the summary rows of ``groups``, with bandwidth for the patterns that have one."""
+    bandwidth = {p.name: p.bandwidth for p in PATTERNS}
+    return [group_stats(g, bandwidth[g["pattern"]]) for g in groups]
+
+
+def merge(runs):
+    """Pool the samples of repeated runs of one job into one results dict.
+
+    Trials of later runs are numbered on after the earlier ones' and the statistics are
+    computed over all of them; ``meta`` is the first run's, with ``repeats``, the total
+    ``seconds`` and the clock of the run with the worst accuracy.
+    """
+    merged = {}
+    for res in runs:
+        for g in res["groups"]:
+            key = (g["pattern"], g["class"], g["size"], g["what"])
+            m = merged.setdefault(key, {**g, "rank": [], "trial": [], "t_ns": [], "late": []})
+            first = max(m["trial"], default=-1) + 1
+            m["rank"] += g["rank"]
+            m["trial"] += [t + first for t in g["trial"]]
+            m["t_ns"] += g["t_ns"]
+            m["late"] += g["late"]
+            m["gap_ns"] = max(m["gap_ns"], g["gap_ns"])
+    meta = {**runs[0]["meta"], "repeats": len(runs),
+            "seconds": round(sum(r["meta"]["seconds"] for r in runs), 1),
+            "clock": max((r["meta"]["clock"] for r in runs), key=lambda c: c["accuracy_ns"])}
+    groups = list(merged.values())
+    return {"meta": meta, "groups": groups, "stats": all_stats(groups)}
 
 
 def format_table(stats):

@@ -175,7 +175,6 @@ def run(args):
     clock_meta = _clock_meta(backend, cal, clock, args.quick)
     if backend.rank != 0:
         return 0
-    bandwidth = {p.name: p.bandwidth for p in patterns.PATTERNS}
     results = {
         "meta": {"backend": backend.name, "library": backend.library, "size": backend.size,
                  "locations": backend.locations, "command": " ".join(sys.argv),
@@ -185,7 +184,7 @@ def run(args):
                      started, datetime.timezone.utc).isoformat(timespec="seconds"),
                  "seconds": round(time.time() - started, 1), "clock": clock_meta},
         "groups": groups,
-        "stats": [report.group_stats(g, bandwidth[g["pattern"]]) for g in groups],
+        "stats": report.all_stats(groups),
     }
     print(report.write(results, args.out), flush=True)
     if not args.no_plots:

@@ -64,3 +64,20 @@ def test_table_has_imb_columns():
                             "p99", "max", "MB/s"]
     assert row.split() == ["site", "completion", "4", "KiB", "2", "0", "10.0", "20.0",
                            "28.0", "29.8", "30.0", "205"]
+
+
+def test_merge_pools_repeated_runs():
+    def run(times, accuracy, late=False):
+        group = {"pattern": "PingPong", "class": "wan", "size": 8, "what": "oneway",
+                 "gap_ns": 300_000, "rank": [3] * len(times), "trial": list(range(len(times))),
+                 "t_ns": times, "late": [late] * len(times)}
+        return {"meta": {"seconds": 2.0, "clock": {"accuracy_ns": accuracy}},
+                "groups": [group], "stats": report.all_stats([group])}
+
+    merged = report.merge([run([1e3, 2e3], 5e3), run([3e3, 4e3, 5e3], 9e3)])
+    (g,) = merged["groups"]
+    assert g["trial"] == [0, 1, 2, 3, 4] and g["t_ns"] == [1e3, 2e3, 3e3, 4e3, 5e3]
+    (row,) = merged["stats"]
+    assert row["n"] == 5 and row["median"] == 3e3
+    assert merged["meta"]["repeats"] == 2 and merged["meta"]["seconds"] == 4.0
+    assert merged["meta"]["clock"]["accuracy_ns"] == 9e3        # the worse run's clock
