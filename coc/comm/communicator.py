@@ -262,7 +262,8 @@ class Communicator:
         """Run collective ``name`` with the multi-level or the flat algorithm."""
         if base.CHECK_ALL:
             base.check_signature(self, name, args)
-        if commutative and base.use_topology(self, algorithm) and hasattr(hierarchical, name):
+        if (commutative and hasattr(hierarchical, name)
+                and base.use_topology(self._site_count(), self.size, algorithm)):
             return run(getattr(hierarchical, name)(self, *args), self)
         return run(getattr(flat, name)(self, *args), self)
 

@@ -31,3 +31,20 @@ def test_one_rank_per_site_crosses_alike():
     assert_clean(reports)
     crossings = reports[0]["crossings"]
     assert crossings["alltoall"] == {"flat": 2, "topology": 2}
+
+
+def test_algorithm_choice():
+    """auto: multi-level only when a communicator spans sites and some site has several ranks."""
+    from coc.comm.collectives import base
+
+    assert base.collective_algorithm() == "auto"
+    assert base.use_topology(2, 8) and not base.use_topology(2, 2)
+    assert not base.use_topology(1, 8) and not base.use_topology(2, 8, "flat")
+    assert base.use_topology(2, 2, "topology")
+    base.set_collective_algorithm("flat")
+    try:
+        assert not base.use_topology(2, 8)
+    finally:
+        base.set_collective_algorithm("auto")
+    with pytest.raises(ValueError, match="collective algorithm 'tree'"):
+        base.set_collective_algorithm("tree")

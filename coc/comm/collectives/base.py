@@ -54,15 +54,20 @@ def collective_algorithm():
     return _choice["value"]
 
 
-def use_topology(comm, algorithm=None):
-    """Return True when a collective on ``comm`` should use the multi-level algorithm."""
+def use_topology(sites, size, algorithm=None):
+    """Return True when a collective over ``size`` ranks on ``sites`` sites goes multi-level.
+
+    Examples
+    --------
+    >>> use_topology(2, 8), use_topology(2, 2), use_topology(1, 8), use_topology(2, 2, "topology")
+    (True, False, False, True)
+    """
     choice = algorithm or _choice["value"]
     if choice == "flat":
         return False
-    sites = comm._site_count()
     if choice == "topology":
         return sites > 1
-    return 1 < sites < comm.size
+    return 1 < sites < size
 
 
 def _signature(name, args):

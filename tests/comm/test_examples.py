@@ -1,0 +1,29 @@
+"""The example programs run under coc-run across both sites and say what they promise."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from comm_helpers import COC_RUN
+
+pytestmark = pytest.mark.timeout(120)
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def run_example(name, n):
+    proc = subprocess.run([*COC_RUN, "-n", str(n), "--timeout", "60", str(EXAMPLES / name)],
+                          capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_ring():
+    out = run_example("ring.py", 4)
+    assert "rank 0 on site a got {'from': 3, 'site': 'b'} from rank 3" in out
+    assert len(out.splitlines()) == 4
+
+
+def test_allreduce_crosses_sites_less_with_topology():
+    lines = run_example("allreduce.py", 8).splitlines()
+    crossed = {line.split(":")[0].strip(): int(line.split(", ")[1].split()[0]) for line in lines}
+    assert crossed == {"flat": 8, "topology": 2}
