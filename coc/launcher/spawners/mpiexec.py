@@ -119,7 +119,7 @@ async def _writer(loop, fd):
 
 
 async def _attach(agent, conn, ranks, attached):
-    """Serve one shepherd: give it its rank's command, environment and fds; follow its exit."""
+    """Serve one shepherd: give it its rank's command, environment and fds; adopt the rank."""
     loop = asyncio.get_running_loop()
     hello = protocol.decode(await _read_exactly(
         loop, conn, protocol.decode_length(await _read_exactly(loop, conn, 4))))
@@ -134,8 +134,7 @@ async def _attach(agent, conn, ranks, attached):
     in_r, in_w = os.pipe() if rank.get("stdin") else (None, None)
     env = {k: v for k, v in rank["env"].items() if k not in _MPI_OWNED}
     fds = [out_w, err_w, theirs.fileno(), *([in_r] if in_r is not None else [])]
-    start = {"type": "start", "rank": rank["rank"], "argv": rank["argv"], "env": env,
-             "stdin": in_r is not None}
+    start = {"type": "start", "rank": rank["rank"], "argv": rank["argv"], "env": env}
     try:
         socket.send_fds(conn, [protocol.encode(start)], fds)
     finally:
@@ -149,78 +148,86 @@ async def _attach(agent, conn, ranks, attached):
     process = ShepherdedRank(started["pid"],
                              await _writer(loop, in_w) if in_w is not None else None,
                              await _reader(loop, out_r), await _reader(loop, err_r))
-    exited = loop.create_future()
-    child = Child("rank", rank["rank"], process, exited)
+    child = Child("rank", rank["rank"], process, loop.create_future())
     child.reported = writer.close
+    child.pumps.append(asyncio.create_task(_follow_exit(reader, child)))
     agent.adopt(child, ours)
+
+
+async def _follow_exit(reader, child):
+    """Resolve ``child.exited`` with the exit its shepherd reports (SIGKILL if it vanishes)."""
     try:
         ended = await protocol.read_message(reader)
-    except LaunchError:
+    except (LaunchError, ConnectionError):
         ended = None
     if ended is None:      # the shepherd was killed, and its program with it (PDEATHSIG)
         ended = {"code": None, "signal": signal.SIGKILL}
-    process.returncode = ended["code"] if ended["signal"] is None else -ended["signal"]
-    exited.set_result(process.returncode)
+    code = ended["code"] if ended["signal"] is None else -ended["signal"]
+    child.process.returncode = code
+    child.exited.set_result(code)
 
 
-async def _serve(agent, listener, ranks, mpiexec, directory):
-    """Accept the shepherds until all came or mpiexec ended; report ranks that never came."""
+async def _attach_all(agent, listener, ranks, mpiexec):
+    """Adopt the ranks as their shepherds come, until all came or mpiexec ended.
+
+    Ranks whose shepherd never came (mpiexec failed) are reported as failed.
+    """
     loop = asyncio.get_running_loop()
     attached, tasks = set(), []
     ended = asyncio.ensure_future(mpiexec.wait())
-    try:
-        while len(tasks) < len(ranks):
-            accepting = asyncio.ensure_future(loop.sock_accept(listener))
-            await asyncio.wait([accepting, ended], return_when=asyncio.FIRST_COMPLETED)
-            if not accepting.done():
-                accepting.cancel()
-                break
-            conn, _ = accepting.result()
-            tasks.append(asyncio.create_task(_attach(agent, conn, ranks, attached)))
-        for task in asyncio.as_completed(tasks):
-            with contextlib.suppress(ConnectionError, OSError):
-                try:
-                    await task
-                except LaunchError as exc:
-                    await agent.send({"type": "error", "message": f"mpiexec: {exc}"})
-    finally:
-        listener.close()
-        shutil.rmtree(directory, ignore_errors=True)
-    if len(attached) < len(ranks):
-        code = await ended
-        for index in sorted(set(range(len(ranks))) - attached):
-            await agent.send({"type": "error", "rank": ranks[index]["rank"],
-                              "message": f"mpiexec ended (exit code {code}) before it "
-                                         "started this rank"})
-            await agent.send({"type": "exit", "rank": ranks[index]["rank"],
-                              "code": code or 1, "signal": None})
+    while len(tasks) < len(ranks):
+        accepting = asyncio.ensure_future(loop.sock_accept(listener))
+        await asyncio.wait([accepting, ended], return_when=asyncio.FIRST_COMPLETED)
+        if not accepting.done():
+            accepting.cancel()
+            break
+        conn, _ = accepting.result()
+        tasks.append(asyncio.create_task(_attach(agent, conn, ranks, attached)))
+    for task in tasks:
+        try:
+            await task
+        except (LaunchError, ConnectionError) as exc:
+            await agent.send({"type": "error", "message": f"mpiexec: {exc}"})
+    code = ended.result() if ended.done() else None
+    for index in sorted(set(range(len(ranks))) - attached):
+        why = "before it started this rank" if code is not None else "without this rank"
+        await agent.send({"type": "error", "rank": ranks[index]["rank"],
+                          "message": f"mpiexec ended (exit code {code}) {why}"})
+        await agent.send({"type": "exit", "rank": ranks[index]["rank"], "code": code or 1,
+                          "signal": None})
 
 
 async def start_ranks(agent, ranks, mpiexec):
-    """Start ``ranks`` (the site's part of the job message) with one run of ``mpiexec``."""
+    """Start ``ranks`` (the site's part of the job message) with one run of ``mpiexec``.
+
+    Returns once every rank has started (as the ``local`` agent does), so messages that
+    follow the job, such as rank 0's stdin, find their rank.
+    """
     directory = tempfile.mkdtemp(prefix="coc-mpiexec-")
     path = os.path.join(directory, "control")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(len(ranks))
-    listener.setblocking(False)
-    argv = [mpiexec, "-n", str(len(ranks)), sys.executable, "-c", SHEPHERD]
     try:
-        process = await asyncio.create_subprocess_exec(
-            *argv, env={**os.environ, CONTROL_SOCKET: path, SITE_MPI: "1"},
-            stdin=asyncio.subprocess.DEVNULL, stdout=sys.stderr.fileno(),
-            start_new_session=True, preexec_fn=die_with_parent)
-    except OSError as exc:
+        listener.bind(path)
+        listener.listen(len(ranks))
+        listener.setblocking(False)
+        argv = [mpiexec, "-n", str(len(ranks)), sys.executable, "-c", SHEPHERD]
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv, env={**os.environ, CONTROL_SOCKET: path, SITE_MPI: "1"},
+                stdin=asyncio.subprocess.DEVNULL, stdout=sys.stderr.fileno(),
+                start_new_session=True, preexec_fn=die_with_parent)
+        except OSError as exc:
+            for rank in ranks:
+                await agent.send({"type": "error", "rank": rank["rank"],
+                                  "message": f"cannot execute {mpiexec!r}: {exc.strerror}"})
+                await agent.send({"type": "exit", "rank": rank["rank"], "code": 127,
+                                  "signal": None})
+            return
+        agent.launchers.append(process)
+        await _attach_all(agent, listener, ranks, process)
+    finally:
         listener.close()
         shutil.rmtree(directory, ignore_errors=True)
-        for rank in ranks:
-            await agent.send({"type": "error", "rank": rank["rank"],
-                              "message": f"cannot execute {mpiexec!r}: {exc.strerror}"})
-            await agent.send({"type": "exit", "rank": rank["rank"], "code": 127,
-                              "signal": None})
-        return
-    agent.launchers.append(process)
-    asyncio.create_task(_serve(agent, listener, ranks, process, directory))
 
 
 # -- the shepherd (one per process mpiexec starts) -----------------------------------------------

@@ -1,0 +1,93 @@
+"""The ``mpiexec`` spawner with real MPICH: the site's own mpiexec starts the site's ranks.
+
+Site a runs under MPICH's ``mpiexec`` (``pip install mpich mpi4py``), site b as local
+processes; messages inside site a go through MPI, those between the sites through the
+gateway daemons.
+"""
+
+import json
+import os
+import signal
+import time
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+from coc.launcher.plan import gateway_daemon_available
+from coc.launcher.spawners.mpiexec import find_mpiexec
+from launcher_helpers import alive, assert_all_gone, program, recorded_pids, wait_for_files
+
+pytestmark = pytest.mark.skipif(
+    find_spec("mpi4py") is None or find_mpiexec() is None or not gateway_daemon_available(),
+    reason="needs MPICH's mpiexec, mpi4py (pip install mpich mpi4py) and the built engine")
+
+SITES = ["--site", "a=3", "--site", "b=2", "--spawner", "a=mpiexec"]
+HOSTS = {0: "a/a1", 1: "a/a1", 2: "a/a2", 3: "b/b1", 4: "b/b1"}    # where SITES puts ranks
+
+
+def _parent(pid):
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_site_a_under_mpiexec_talks_mpi_inside_and_crosses_to_site_b(coc_run):
+    result = coc_run(*SITES, "--tag-output", program("site_mpi.py"))
+    assert result.returncode == 0, result.stderr
+    reports = {}
+    for line in result.stdout.splitlines():
+        tag, _, text = line.partition(" ")
+        report = json.loads(text)
+        reports[report["rank"]] = report
+        assert tag == f"[{HOSTS[report['rank']]}/{report['rank']}]"
+    assert sorted(reports) == list(range(5))
+    for rank, report in reports.items():
+        assert report["got"] == {"from": (rank - 1) % 5}
+        stats = report["stats"]
+        if rank < 3:           # site a: the MPI job of its mpiexec, ranks in coc's order
+            assert report["mpi"] == [rank, 3]
+        else:
+            assert report["mpi"] == [None, None]
+        # a send inside site a goes through MPI, a send to the other site through gateways
+        assert stats["site_mpi_messages"] == (1 if rank < 2 else 0)
+        assert stats["inter_site_messages"] == (1 if rank in (2, 4) else 0)
+
+
+def test_output_of_ranks_under_mpiexec_stays_whole_and_tagged(coc_run):
+    result = coc_run(*SITES, "--tag-output", program("partial.py"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for rank, where in HOSTS.items():
+        mine = [line for line in lines if line.startswith(f"[{where}/{rank}] ")]
+        assert mine == [f"[{where}/{rank}] r{rank}-line{i}-pieces" for i in range(5)] \
+            + [f"[{where}/{rank}] r{rank}-tail-without-newline"]
+    assert len(lines) == 5 * 6
+
+
+def test_stdin_reaches_rank_0_under_mpiexec(coc_run):
+    result = coc_run(*SITES, "sh", "-c", 'test "$COC_RANK" = 0 && cat || true',
+                     input="to rank zero\n", stdin=None)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "to rank zero\n"
+
+
+@pytest.mark.parametrize("how, status", [("--exit-rank", 7), ("--kill-rank", 128 + 9)])
+def test_a_failing_rank_under_mpiexec_stops_the_whole_job(start_coc_run, tmp_path, how, status):
+    proc = start_coc_run(*SITES, program("rank.py"), "--pid-dir", tmp_path, "--grandchild",
+                         how, 1, "--code", 7, "--after", 1.0)
+    wait_for_files(tmp_path, 5)
+    records = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    shepherds = [r["agent"] for r in records if r["rank"] < 3]
+    proxies = {_parent(pid) for pid in shepherds if alive(pid)}
+    launchers = {_parent(pid) for pid in proxies if alive(pid)}
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == status, err
+    words = "exited with code 7" if status == 7 else "was killed by signal 9 (SIGKILL)"
+    assert f"coc-run: rank 1 (site a, host a1) {words}" in err
+    assert len(proxies) == 1 and len(launchers) == 1     # one mpiexec, one proxy
+    assert_all_gone(recorded_pids(tmp_path) | proxies | launchers, within=2.0)
+
+
+def test_a_missing_program_under_mpiexec_ends_the_job_with_127(coc_run):
+    result = coc_run(*SITES, "./no-such-program")
+    assert result.returncode == 127
+    assert "cannot execute './no-such-program'" in result.stderr
