@@ -34,6 +34,12 @@ def test_checked_collectives_name_the_mismatch(mode, message):
     assert re.search(message, proc.stderr), proc.stderr
 
 
+def test_abort_stops_the_job_with_its_code():
+    proc, _ = run_job("errors.py", 4, "abort", timeout=30, check=False)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "rank 3 called Abort(3)" in proc.stderr
+
+
 @pytest.mark.parametrize("n", [2, 4])
 def test_lost_peer_raises_instead_of_hanging(n):
     """The last rank (other site) dies while rank 0 waits for it: PeerLost, in bounded time."""

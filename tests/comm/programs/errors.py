@@ -28,6 +28,10 @@ if mode == "root":                  # rank 0 believes the root is 0, every other
     comm.bcast("x", root=0 if rank == 0 else 1)
 elif mode == "count":               # rank 0 reduces 4 numbers, the others 5
     comm.Allreduce(np.ones(4 if rank == 0 else 5), np.empty(4 if rank == 0 else 5))
+elif mode == "abort":               # one rank aborts the job while the others wait for it
+    if rank == size - 1:
+        comm.Abort(3)
+    comm.recv(source=size - 1)
 elif mode == "kind":                # rank 0 calls gather where the others call bcast
     if rank == 0:
         comm.gather("x", root=1)
