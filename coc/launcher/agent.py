@@ -23,7 +23,7 @@ from coc.errors import CocError
 from coc.launcher import protocol
 from coc.launcher.rankside import CONTROL_FD
 
-__all__ = ["Agent", "main", "open_channel", "rank_socket", "die_with_parent", "MPIEXEC"]
+__all__ = ["Agent", "main", "serve", "open_channel", "rank_socket", "die_with_parent", "MPIEXEC"]
 
 #: Set in the agent's environment by the ``mpiexec`` spawner: the site's mpiexec, which then
 #: starts the site's ranks (``coc.launcher.spawners.mpiexec``).
@@ -395,7 +395,15 @@ async def open_channel():
 
 
 async def _main():
-    reader, writer = await open_channel()
+    return await serve(*await open_channel())
+
+
+async def serve(reader, writer):
+    """Run an agent on a control channel (asyncio streams) until its job has ended here.
+
+    ``python -m coc.launcher.agent`` serves its stdin/stdout; a ``--batch`` job's agent
+    serves its connection to the relay (``coc.launcher.batch``).
+    """
     agent = Agent(reader, writer)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
