@@ -8,7 +8,6 @@ gateway daemons.
 import json
 import os
 import signal
-import time
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -91,3 +90,14 @@ def test_a_missing_program_under_mpiexec_ends_the_job_with_127(coc_run):
     result = coc_run(*SITES, "./no-such-program")
     assert result.returncode == 127
     assert "cannot execute './no-such-program'" in result.stderr
+
+
+def test_killing_coc_run_ends_the_site_mpiexec_and_its_ranks(start_coc_run, tmp_path):
+    proc = start_coc_run(*SITES, program("rank.py"), "--pid-dir", tmp_path, "--grandchild")
+    wait_for_files(tmp_path, 5)
+    shepherds = [json.loads(p.read_text())["agent"] for p in tmp_path.glob("[012].json")]
+    proxies = {_parent(pid) for pid in shepherds}
+    launchers = {_parent(pid) for pid in proxies}
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=5)
+    assert_all_gone(recorded_pids(tmp_path) | proxies | launchers, within=3.0)

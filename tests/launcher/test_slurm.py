@@ -6,13 +6,14 @@ installing Debian's slurm-wlm and munge first when they are missing (root only).
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 
 import pytest
 
-from launcher_helpers import COC_RUN, assert_all_gone, program, recorded_pids
+from launcher_helpers import COC_RUN, assert_all_gone, program, recorded_pids, wait_for_files
 from slurm_cluster import missing_reason, start_cluster
 
 HOST = socket.gethostname().split(".")[0]
@@ -118,6 +119,29 @@ def test_a_failing_rank_in_the_allocation_stops_the_job_with_its_code(slurm, top
     assert len(list(pid_dir.glob("*.json"))) == 6
     assert_all_gone(recorded_pids(pid_dir), within=2.0)
     assert _steps_left(slurm) == ""
+
+
+def test_killing_coc_run_in_the_allocation_ends_the_step_and_its_ranks(slurm, topology_file,
+                                                                       tmp_path):
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    proc = subprocess.Popen(
+        ["salloc", "-N1", "-n4", "--quiet", *COC_RUN, "--topology", str(topology_file),
+         "--site", "a=4", "--site", "b=2", program("rank.py"), "--pid-dir", str(pid_dir),
+         "--grandchild"], env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for_files(pid_dir, 6)
+        coc_run = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                 text=True, timeout=10).stdout.split()
+        assert len(coc_run) == 1
+        os.kill(int(coc_run[0]), signal.SIGKILL)
+        assert_all_gone(recorded_pids(pid_dir), within=2.0)
+        proc.communicate(timeout=20)
+        assert _steps_left(slurm) == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
 
 
 def test_outside_an_allocation_the_slurm_spawner_says_so(topology_file, tmp_path):

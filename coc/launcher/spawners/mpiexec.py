@@ -5,9 +5,10 @@ Three parts, one per process that takes part:
 - ``coc-run``: :class:`MpiexecSpawner` starts the site's agent as the ``local`` spawner does,
   with ``COC_MPIEXEC`` naming the site's ``mpiexec`` (:func:`find_mpiexec`).
 - The agent: :func:`start_ranks` runs ``mpiexec -n K python -c SHEPHERD`` (:data:`SHEPHERD`
-  calls :func:`shepherd`) once for the site's K ranks, with ``COC_SITE_MPI=1`` (so ``coc.comm`` carries messages
-  between them through mpi4py) and ``COC_CONTROL_SOCKET``, the path of a Unix socket the
-  agent listens on: mpiexec's proxies do not pass inherited file descriptors on.
+  calls :func:`shepherd`) once for the site's K ranks, with ``COC_SITE_MPI=1`` (so
+  ``coc.comm`` carries messages between them through mpi4py) and ``COC_CONTROL_SOCKET``,
+  the path of a Unix socket the agent listens on: mpiexec's proxies do not pass inherited
+  file descriptors on.
 - Each process mpiexec starts is a *shepherd* (:func:`shepherd`): it connects to that socket
   and says its ``PMI_RANK``; the agent maps it to the site's ``PMI_RANK``-th coc rank and
   answers with the rank's command and environment, passing the rank's stdout, stderr, stdin
@@ -23,7 +24,6 @@ vanished end with the program's status, which makes mpiexec abort the rest.
 """
 
 import asyncio
-import contextlib
 import os
 import shutil
 import signal
