@@ -12,8 +12,8 @@ from pathlib import Path
 
 from coc import topology
 from coc.errors import CocError, LaunchError, TopologyWarning
-from coc.launcher import placement
-from coc.launcher.control import Job
+from coc.launcher import batch, placement
+from coc.launcher.control import HELLO_TIMEOUT, Job
 from coc.launcher.environment import parse_exports, scheduler_allocation
 from coc.launcher.output import OutputSink
 from coc.launcher.profiles import load_profile, merge_settings
@@ -197,7 +197,9 @@ async def run(plan, args):
     except OSError as exc:
         raise LaunchError(f"--output-dir {args.output_dir}: {exc.strerror}: "
                           f"{exc.filename}") from None
-    return await Job(plan, sink, secrets.token_bytes(32)).run(timeout=args.timeout)
+    job = Job(plan, sink, secrets.token_bytes(32),
+              hello_timeout=None if args.batch else HELLO_TIMEOUT)   # batch jobs queue
+    return await job.run(timeout=args.timeout)
 
 
 def main(argv=None):
@@ -206,8 +208,15 @@ def main(argv=None):
     args = build_parser().parse_args(options)
     try:
         plan = plan_job(args, command)
+        if args.batch:
+            if not batch.batch_sites(plan):
+                raise LaunchError("--batch: no site names a scheduler (set 'scheduler:' in "
+                                  "its profile, --profile)")
+            batch.use_batch(plan)
         if args.dry_run:
             print(format_plan(plan), end="")
+            if args.batch:
+                print(batch.format_scripts(plan), end="")
             return 0
         return asyncio.run(run(plan, args))
     except CocError as exc:

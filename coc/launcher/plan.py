@@ -157,6 +157,10 @@ class Plan:
                 self.spawners[site], site, self.settings.get(site), self.topology))
         return made[site][1]
 
+    def use_spawner(self, site, spawner):
+        """Make ``site`` start through ``spawner`` (``--batch`` wraps the site's own)."""
+        self._spawners_made[site] = (self.spawners[site], spawner)
+
     def rank_env(self, rank):
         """Return the variables rank ``rank`` gets on top of its site's environment."""
         p = self.placements[rank]

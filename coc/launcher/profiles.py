@@ -37,6 +37,8 @@ SETTINGS = {
     "submit": "--batch: the submit command (default: sbatch, qsub, bsub, qsub)",
     "batch": "--batch: placeholders for the template (account, partition, walltime, ...)",
     "setup": "--batch: shell lines run before the agent (module load, venv activation)",
+    "callback": "--batch: the login node's name or address the job's agent connects back to "
+                "(default: its fully qualified hostname)",
 }
 
 

@@ -1,0 +1,20 @@
+#!/bin/bash
+# coc-run --batch: the job script of one site of a coc job, for IBM Spectrum LSF (bsub < script).
+# Edit freely. coc-run fills in its placeholders (a dollar sign and a lower-case name in
+# braces; docs/launcher.md, "--batch"); anything else, such as $HOME or ${LSB_JOBID},
+# is left to the shell.
+#BSUB -J coc-0123abcd-b
+#BSUB -n 3
+#BSUB -R "span[ptile=2]"
+#BSUB -W 20:00
+#BSUB -o coc-0123abcd-b.out
+#BSUB -q normal
+#BSUB -P proj42
+set -e
+module load python/3.11
+source /opt/coc/bin/activate
+cd /scratch/me/run
+# The site's agent: it connects back to coc-run's relay on the login node and starts the
+# site's ranks and gateway daemons. The token lives only in this file (mode 0700).
+export COC_BATCH_CALLBACK=login.b.example.org:40000 COC_BATCH_TOKEN=feedc0de
+exec /opt/coc/bin/python -m coc.launcher.batch connect

@@ -1,0 +1,21 @@
+#!/bin/bash
+# coc-run --batch: the job script of one site of a coc job, for PBS Pro / Torque (qsub).
+# Edit freely. coc-run fills in its placeholders (a dollar sign and a lower-case name in
+# braces; docs/launcher.md, "--batch"); anything else, such as $HOME or ${PBS_JOBID},
+# is left to the shell.
+#PBS -N coc-0123abcd-b
+#PBS -l nodes=3:ppn=2
+#PBS -l walltime=01:00:00
+#PBS -j oe
+#PBS -o coc-0123abcd-b.out
+#PBS -q workq
+#PBS -A proj42
+#PBS -l mem=8gb
+set -e
+module load python/3.11
+source /opt/coc/bin/activate
+cd /scratch/me/run
+# The site's agent: it connects back to coc-run's relay on the login node and starts the
+# site's ranks and gateway daemons (PBS_NODEFILE says where). The token lives only here.
+export COC_BATCH_CALLBACK=login.b.example.org:40000 COC_BATCH_TOKEN=feedc0de
+exec /opt/coc/bin/python -m coc.launcher.batch connect

@@ -1,0 +1,21 @@
+#!/bin/bash
+# coc-run --batch: the job script of one site of a coc job, for Slurm (sbatch).
+# Edit freely. coc-run fills in its placeholders (a dollar sign and a lower-case name in
+# braces; docs/launcher.md, "--batch"); anything else, such as $HOME or ${SLURM_JOB_ID},
+# is left to the shell.
+#SBATCH --job-name=coc-0123abcd-b
+#SBATCH --nodes=3
+#SBATCH --ntasks=3
+#SBATCH --ntasks-per-node=2
+#SBATCH --time=00:20:00
+#SBATCH --output=coc-0123abcd-b.out
+#SBATCH --partition=compute
+#SBATCH --account=proj42
+set -e
+module load python/3.11
+source /opt/coc/bin/activate
+cd /scratch/me/run
+# The site's agent: it connects back to coc-run's relay on the login node and starts the
+# site's ranks and gateway daemons. The token lives only in this file (mode 0700).
+export COC_BATCH_CALLBACK=login.b.example.org:40000 COC_BATCH_TOKEN=feedc0de
+exec /opt/coc/bin/python -m coc.launcher.batch connect
