@@ -12,7 +12,9 @@ communicators, and of point-to-point and collectives on one, never mixes:
 ======================  ==============================================================
 
 An object travels as one *head* message of at most :data:`HEAD_SIZE` bytes. A small object
-is wholly inside it (``b"P"`` + pickle). A larger one has a head ``b"M"`` naming a sequence
+is wholly inside it: ``b"P"`` + pickle, or ``b"B"`` + pickle + its out-of-band buffers when
+they all fit (one copy of a few KiB is cheaper than more messages; the receiver's arrays
+then live in the head's memory). A larger one has a head ``b"M"`` naming a sequence
 number and the sizes of its parts, which follow on the ``*_DATA`` context tagged with that
 sequence number. A receive therefore always posts a real engine receive of ``HEAD_SIZE``
 bytes: MPI's matching order, ``ANY_SOURCE``/``ANY_TAG`` and asyncio wake-ups all come from
@@ -32,12 +34,13 @@ __all__ = ["CONTEXTS", "OBJ", "OBJ_DATA", "BUF", "COLL", "COLL_DATA", "COLL_BUF"
 CONTEXTS = 8
 OBJ, OBJ_DATA, BUF, COLL, COLL_DATA, COLL_BUF = range(6)
 SLOTS = 6                     # contexts of a block in use (the rest are spare)
-HEAD_SIZE = 8192
+HEAD_SIZE = 65536 - 256      # below the engine's eager limit: a head never waits for a receive
 MAX_TAG = 0x7fffffff
 #: Tags coc makes up itself (collective calls, sequence numbers) stay below MPICH's TAG_UB.
 OWN_TAGS = (1 << 29) - 1
 
-_SINGLE, _MULTI = ord("P"), ord("M")
+_SINGLE, _BUNDLE, _MULTI = ord("P"), ord("B"), ord("M")
+_BUNDLE_HEAD = struct.Struct("<BIQ")       # kind, buffer count, stream bytes
 _MULTI_HEAD = struct.Struct("<BIQI")        # kind, sequence, stream bytes, buffer count
 
 
@@ -62,9 +65,14 @@ def post_obj(comm, obj, dest, tag, ctx):
     stream, buffers = pickling.dumps(obj)
     if not buffers and len(stream) < HEAD_SIZE:
         return [post(comm, b"P" + stream, dest, tag, ctx)]
+    sizes = struct.pack(f"<{len(buffers)}Q", *(b.nbytes for b in buffers))
+    total = _BUNDLE_HEAD.size + len(sizes) + len(stream) + sum(b.nbytes for b in buffers)
+    if total <= HEAD_SIZE:             # one message: copying a few KiB beats two more messages
+        bundle = b"".join([_BUNDLE_HEAD.pack(_BUNDLE, len(buffers), len(stream)), sizes,
+                           stream, *buffers])
+        return [post(comm, bundle, dest, tag, ctx)]
     seq = comm._world.next_sequence(comm._context + ctx, comm._ranks[dest])
-    head = _MULTI_HEAD.pack(_MULTI, seq, len(stream), len(buffers)) + \
-        struct.pack(f"<{len(buffers)}Q", *(b.nbytes for b in buffers))
+    head = _MULTI_HEAD.pack(_MULTI, seq, len(stream), len(buffers)) + sizes
     parts = [post(comm, head, dest, tag, ctx), post(comm, stream, dest, seq, ctx + 1)]
     parts.extend(post(comm, b, dest, seq, ctx + 1) for b in buffers)
     return parts
@@ -73,13 +81,24 @@ def post_obj(comm, obj, dest, tag, ctx):
 def recv_obj(comm, source, tag, ctx):
     """Receive one object (generator); return ``(object, engine status of its head)``."""
     world = comm._world
-    head = bytearray(HEAD_SIZE)
+    head = np.empty(HEAD_SIZE, np.uint8)
     (st,) = yield [comm._irecv(head, source, tag, ctx)]
     foreign = world.sites[st.source] != world.site
     view = memoryview(head)[:st.count]
-    if head[0] == _SINGLE:
+    kind = view[0] if st.count else None
+    if kind == _SINGLE:
         return pickling.loads(view[1:], foreign=foreign), st
-    if head[0] != _MULTI:
+    if kind == _BUNDLE:                # buffers stay in the head's memory (no copy)
+        _, count, stream_len = _BUNDLE_HEAD.unpack_from(view)
+        sizes = struct.unpack_from(f"<{count}Q", view, _BUNDLE_HEAD.size)
+        at = _BUNDLE_HEAD.size + 8 * count
+        stream, at = view[at:at + stream_len], at + stream_len
+        buffers = []
+        for n in sizes:
+            buffers.append(view[at:at + n])
+            at += n
+        return pickling.loads(stream, buffers, foreign=foreign), st
+    if kind != _MULTI:
         raise ValueError(f"{comm.name}: message from rank {comm._rank_of(st.source)} "
                          f"(tag {st.tag}) is not an object; was it sent with Send?")
     _, seq, stream_len, count = _MULTI_HEAD.unpack_from(view)
