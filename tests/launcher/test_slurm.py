@@ -13,6 +13,9 @@ import sys
 
 import pytest
 
+from coc import topology
+from coc.errors import LaunchError
+from coc.launcher.spawners.slurm import SlurmSpawner
 from launcher_helpers import COC_RUN, assert_all_gone, program, recorded_pids, wait_for_files
 from slurm_cluster import missing_reason, start_cluster
 
@@ -151,3 +154,17 @@ def test_outside_an_allocation_the_slurm_spawner_says_so(topology_file, tmp_path
     assert result.returncode == 2
     assert "site a: spawner 'slurm' needs a Slurm allocation (SLURM_JOB_ID is not set)" \
         in result.stderr
+
+
+@pytest.mark.filterwarnings("ignore::coc.errors.TopologyWarning")
+def test_a_site_over_two_allocated_nodes_is_refused_naming_the_node(monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "a[1-2],b1")
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2(x3)")
+    spawner = SlurmSpawner("a", {}, topology.load("two-sites"))
+    assert spawner.allocated_hosts() == ["a1", "a2"]
+    assert spawner.host_argv("a1", ["prog"]) == ["prog"]
+    assert spawner.host_argv("a-gw", ["gw"]) == ["gw"]      # not allocated: in the agent's step
+    with pytest.raises(LaunchError, match=r"site a, host a2: the slurm spawner runs a site's "
+                                          r"processes in one job step on a1, not on a2"):
+        spawner.host_argv("a2", ["prog"])

@@ -2,9 +2,11 @@
 
 ``coc-run`` runs inside a Slurm allocation (``salloc``, ``sbatch``); the allocation's hosts and
 slots reach the placement through :func:`coc.launcher.environment.scheduler_allocation`. The
-agent is started with ``srun --nodes=1 --ntasks=1``: srun's stdin and stdout are the control
-channel, so the agent (and every rank and gateway daemon it starts, which belong to its step)
-is tracked, accounted and cleaned up by Slurm like any task of the job.
+agent is started with ``srun --nodes=1 --ntasks=1 -w NODE`` on the site's first allocated node:
+srun's stdin and stdout are the control channel, so the agent (and every rank and gateway
+daemon it starts, which belong to its step) is tracked, accounted and cleaned up by Slurm like
+any task of the job. A site's ranks therefore share that node; ranks placed on a second
+allocated node are refused with a clear error (that needs one step per node).
 """
 
 import asyncio
@@ -13,11 +15,12 @@ import shutil
 
 from coc.errors import LaunchError
 from coc.launcher import spawners
+from coc.launcher.environment import scheduler_allocation
 
 __all__ = ["SlurmSpawner", "srun_argv"]
 
 
-def srun_argv(srun, site, command, environ):
+def srun_argv(srun, site, command, environ, node=None):
     """Return the ``srun`` command line that runs ``command`` as the site's agent step.
 
     ``--kill-on-bad-exit`` ends the step when the agent fails; ``--overlap`` lets the steps of
@@ -37,7 +40,7 @@ def srun_argv(srun, site, command, environ):
      'python', '-m', 'coc.launcher.agent']
     """
     cpus = environ.get("SLURM_CPUS_ON_NODE", "")
-    return [srun, "--nodes=1", "--ntasks=1",
+    return [srun, "--nodes=1", "--ntasks=1", *([f"--nodelist={node}"] if node else []),
             *([f"--cpus-per-task={cpus}"] if cpus.isdigit() else []),
             "--overlap", "--kill-on-bad-exit=1", "--unbuffered", "--quiet",
             f"--job-name=coc-agent-{site}", *command]
@@ -47,6 +50,25 @@ class SlurmSpawner(spawners.Spawner):
     """Start the agent with ``srun`` inside the allocation ``coc-run`` runs in."""
 
     kind = "slurm"
+
+    def allocated_hosts(self):
+        """Return the site's topology hosts that the allocation holds, in allocation order."""
+        allocation = scheduler_allocation()
+        if allocation is None or self.topology is None:
+            return []
+        return [host for host, _ in allocation.hosts if host in self.topology
+                and self.topology.nodes[host].get("site") == self.site]
+
+    def host_argv(self, host, argv):
+        """Return ``argv`` unchanged for the agent's node; refuse another allocated node."""
+        allocated = self.allocated_hosts()
+        if host in allocated[1:]:
+            raise LaunchError(
+                f"the slurm spawner runs a site's processes in one job step on "
+                f"{allocated[0]}, not on {host}: run one site per node (--host), or use the "
+                "ssh or mpiexec spawner for a site over several nodes", site=self.site,
+                host=host)
+        return super().host_argv(host, argv)
 
     async def start(self, env):
         """Start the agent as a job step; raise LaunchError outside an allocation."""
@@ -58,6 +80,7 @@ class SlurmSpawner(spawners.Spawner):
         if srun is None:
             raise LaunchError("spawner 'slurm': srun is not on PATH", site=self.site)
         return await asyncio.create_subprocess_exec(
-            *srun_argv(srun, self.site, self.agent_argv(), os.environ),
+            *srun_argv(srun, self.site, self.agent_argv(), os.environ,
+                       next(iter(self.allocated_hosts()), None)),
             env={**os.environ, **env}, start_new_session=True,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
