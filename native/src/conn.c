@@ -506,6 +506,24 @@ static void stream_frame(coc_engine *e, coc__item *it)
     e->stats.bytes_sent += n;
 }
 
+/* An item leaves the queue: written (error 0) or dropped with its connection. */
+static void item_release(coc__conn *c, coc__item *it, int error)
+{
+    coc_engine *e = c->e;
+    if (it->req) {
+        it->req->st.count = it->req->len;
+        it->req->busy = 0;
+        coc__complete(e, it->req, it->req->doomed ? it->req->doomed : error);
+    }
+    if (it->kind == COC__IT_FWD) {
+        coc__forward_done(c, it);
+    } else if (it->owned) {
+        c->copied -= it->len;
+        free(it->owned);
+    }
+    free(it);
+}
+
 /* The head item's current frame is written: move on. Returns 1 when the item is gone. */
 static int frame_written(coc__conn *c, coc__item *it)
 {
@@ -517,16 +535,7 @@ static int frame_written(coc__conn *c, coc__item *it)
     c->head = it->next;
     if (!c->head)
         c->tail = NULL;
-    if (it->kind == COC__IT_STREAM) {
-        it->req->st.count = it->req->len;
-        it->req->busy = 0;
-        coc__complete(e, it->req, it->req->doomed);
-    }
-    if (it->kind == COC__IT_FWD)
-        coc__forward_done(c, it);
-    else
-        free(it->owned);
-    free(it);
+    item_release(c, it, 0);
     return 1;
 }
 
@@ -645,7 +654,7 @@ void coc__conn_push(coc__conn *c, coc__item *it)
         coc__conn_flush(c);
 }
 
-int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload)
+int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_request *req)
 {
     uint8_t hdr[COC__HDR_LEN];
     size_t off = 0;
@@ -671,7 +680,14 @@ int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload)
     memcpy(it->hdr, hdr, COC__HDR_LEN);
     it->len = h->len;
     it->off = off;
-    if (h->len) {
+    it->data = payload;
+    int pending = 0;
+    if (h->len && req && c->copied + h->len > COC__COPY_BUDGET) {
+        /* the receiver is not keeping up: stop copying, let the sender wait */
+        it->req = req;
+        req->busy = 1;
+        pending = 1;
+    } else if (h->len) {
         it->owned = malloc(h->len);
         if (!it->owned) {
             free(it);
@@ -679,9 +695,10 @@ int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload)
         }
         memcpy(it->owned, payload, h->len);
         it->data = it->owned;
+        c->copied += h->len;
     }
     coc__conn_push(c, it);
-    return 0;
+    return pending;
 }
 
 void coc__conn_flush_delayed(coc_engine *e)
@@ -709,16 +726,7 @@ static void conn_free(coc_engine *e, coc__conn *c)
     while (c->head) {
         coc__item *it = c->head;
         c->head = it->next;
-        if (it->kind == COC__IT_FWD) {
-            c->fwd_queued -= it->size;
-            e->stats.forward_bytes_buffered -= it->size;
-        }
-        if (it->kind == COC__IT_STREAM) {
-            it->req->busy = 0;
-            coc__complete(e, it->req, it->req->doomed ? it->req->doomed : COC_EPEERLOST);
-        }
-        free(it->owned);
-        free(it);
+        item_release(c, it, COC_EPEERLOST);
     }
     if (c->rumsg) {
         free(c->rumsg->data);

@@ -324,7 +324,7 @@ static void linger(coc_engine *e)
          * that ends right after its (eager, already complete) sends must not lose them */
         if (c && (c->state == COC__CS_OPEN || (c->state != COC__CS_DEAD && c->head))) {
             coc__hdr h = {.type = COC__BYE, .source = e->self, .dest = c->peer_id};
-            coc__conn_send(c, &h, NULL);
+            coc__conn_send(c, &h, NULL, NULL);
         }
     }
     pthread_mutex_unlock(&e->lock);
@@ -386,6 +386,7 @@ int coc_engine_close(coc_engine *e)
     coc__map_free(&e->dests, free_peer);
     free(e->rdv);
     free(e->rdv_gen);
+    coc__pool_free(e);
     engine_free(e);
     return 0;
 }

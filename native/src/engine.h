@@ -34,6 +34,8 @@
 #define COC__DEFAULT_EAGER (128u << 10)
 #define COC__DEFAULT_FRAGMENT (256u << 10)
 #define COC__DEFAULT_WINDOW (4u << 20)
+#define COC__COPY_BUDGET (4u << 20)   /* eager bytes copied per connection before sends wait */
+#define COC__POOL_CLASSES 14          /* forwarding buffers of 4 KiB << k plus a header page */
 #define COC__DEFAULT_HANDSHAKE_MS 10000
 #define COC__LOG_LINES 64
 #define COC__LOG_LINE 200
@@ -105,7 +107,7 @@ typedef struct coc__item {
     size_t off;                        /* bytes of the current frame written */
     uint8_t *owned;                    /* FRAME: owned payload copy; FWD: header+payload buffer */
     size_t filled, size;               /* FWD: bytes present / frame size (cut-through) */
-    coc_request *req;                  /* STREAM: the send to complete at the end */
+    coc_request *req;                  /* STREAM, or FRAME sent by reference: completes at the end */
     coc__hdr sh;                       /* STREAM: header template */
     uint64_t spos, send;               /* STREAM: next offset / end */
     uint64_t due_ns;                   /* latency emulation: not before this time */
@@ -132,6 +134,7 @@ struct coc__conn {
     unsigned events;                   /* registered with the poller */
     uint64_t delay_ns;
     size_t fwd_queued;                 /* forwarded bytes queued here */
+    size_t copied;                     /* eager payload bytes copied into this queue */
     coc__conn *waiters;                /* incoming connections paused on this one's window */
     coc__conn *next_waiter;
     coc__conn *paused_on;
@@ -201,6 +204,8 @@ struct coc_engine {
     uint32_t *rdv_gen;
     size_t rdv_cap;
     coc__conn *resumed;                /* paused connections to restart (progress side) */
+    void *pool[COC__POOL_CLASSES];     /* free forwarding buffers, linked through their first bytes */
+    size_t pool_bytes;
     size_t ndead;                      /* connections marked dead, not yet reaped */
     uint64_t last_sweep_ns;
     int probe_waiters;
@@ -225,7 +230,10 @@ void coc__conn_event(coc_engine *e, coc__conn *c, unsigned events); /* plock */
 void coc__conn_push(coc__conn *c, coc__item *it);                  /* lock: queue and flush */
 void coc__conn_flush(coc__conn *c);                                 /* lock */
 void coc__conn_fail(coc__conn *c, int err, const char *why);        /* lock: mark dead */
-int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload); /* lock */
+/* lock: write or queue a frame. The payload is copied while the connection's copy budget
+ * lasts (0: done); past it, with req given, it is queued by reference and req completes
+ * when it is written (1: pending). */
+int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_request *req);
 void coc__conn_reap(coc_engine *e);                                 /* plock + lock: free dead ones */
 int coc__conn_parse(coc__conn *c);                                  /* plock: parse buffered bytes */
 int coc__conn_unpause(coc__conn *c);                                /* plock: retry a paused frame */
@@ -261,5 +269,6 @@ void coc__forward_data(coc__conn *c, const uint8_t *src, size_t n);
 void coc__forward_lost(coc_engine *e, coc__conn *c);                 /* plock + lock */
 void coc__forward_resume(coc_engine *e);                              /* plock: restart paused */
 void coc__forward_done(coc__conn *out, coc__item *it);               /* lock: item written */
+void coc__pool_free(coc_engine *e);                                   /* at close */
 
 #endif

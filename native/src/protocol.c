@@ -72,7 +72,7 @@ int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn)
     if (!c || c->state == COC__CS_DEAD)
         return rc;
     e->stats.frames_sent++;
-    return coc__conn_send(c, h, NULL);
+    return coc__conn_send(c, h, NULL, NULL);
 }
 
 /* A receive r matched a rendezvous envelope: ask the sender for the bytes r can hold. */
@@ -157,12 +157,14 @@ int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const
         h.type = COC__EAGER;
         h.len = (uint32_t)len;
         h.total = len;
-        rc = coc__conn_send(c, &h, buf);
-        if (rc == 0) {
+        rc = coc__conn_send(c, &h, buf, r);
+        if (rc >= 0) {
             e->stats.frames_sent++;
             e->stats.bytes_sent += len;
             r->st.count = len;
-            coc__complete(e, r, 0);
+            r->conn_key = c->key;
+            if (rc == 0)
+                coc__complete(e, r, 0); /* written or copied */
         }
     } else {
         h.type = COC__RTS;
@@ -174,7 +176,7 @@ int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const
         }
         r->conn_key = c->key;
         r->phase = COC__RDV;
-        rc = coc__conn_send(c, &h, NULL);
+        rc = coc__conn_send(c, &h, NULL, NULL);
         if (rc == 0)
             e->stats.frames_sent++;
     }

@@ -88,6 +88,64 @@ static void bounded_gateway(void)
     coc_engine_close(g);
 }
 
+/* Eager sends to a receiver that stopped: copies stop at the budget, later sends wait. */
+static void bounded_sender(void)
+{
+    enum { N = 600, LEN = 60000 };
+    int addr_pipe[2];
+    CHECK(pipe(addr_pipe) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        coc_engine *b = t_open(2, 0, 1, 0, 0, 0);
+        char addr[256];
+        coc_engine_address(b, addr, sizeof addr);
+        if (write(addr_pipe[1], addr, sizeof addr) != sizeof addr)
+            _exit(2);
+        static uint8_t in[LEN];
+        int bad = 0;
+        for (int i = 0; i < N && !bad; i++) {
+            coc_request *r;
+            coc_status st = {0};
+            coc_irecv(b, 1, 0, 0, in, LEN, &r);
+            bad = coc_wait(r, 30 * T_SECOND, &st) || st.error || in[0] != (uint8_t)i || in[LEN - 1] != (uint8_t)i;
+            coc_request_free(r);
+            if (i == 0)
+                raise(SIGSTOP); /* stop reading after the first message */
+        }
+        _exit(bad);
+    }
+    char b_addr[256];
+    CHECK(read(addr_pipe[0], b_addr, sizeof b_addr) == sizeof b_addr);
+    coc_engine *a = t_open(1, 0, 1, 0, 0, 0);
+    CHECK_RC(coc_engine_add_peer(a, 2, b_addr));
+    t_route(a, 2, 2);
+    static uint8_t out[N][LEN];
+    coc_request *s[N];
+    int status = 0;
+    memset(out[0], 0, LEN);
+    CHECK_RC(coc_isend(a, 2, 0, 0, out[0], LEN, &s[0]));
+    CHECK(waitpid(pid, &status, WUNTRACED) == pid && WIFSTOPPED(status));
+    for (int i = 1; i < N; i++) {
+        memset(out[i], i, LEN);
+        CHECK_RC(coc_isend(a, 2, 0, 0, out[i], LEN, &s[i]));
+    }
+    usleep(200000);
+    int done = 0;
+    for (int i = 0; i < N; i++)
+        done += coc_test(s[i], NULL) == 1;
+    printf("  receiver stopped: %d of %d eager sends (%d KiB each) complete\n", done, N, LEN >> 10);
+    CHECK(done < N / 2); /* 36 MiB offered: copies stop at 4 MiB (+ socket buffers) */
+    kill(pid, SIGCONT);
+    for (int i = 0; i < N; i++) {
+        CHECK(t_wait(s[i]).error == 0);
+        coc_request_free(s[i]);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    coc_engine_close(a);
+    close(addr_pipe[0]);
+    close(addr_pipe[1]);
+}
+
 static void delay(void)
 {
     coc_engine *a = t_open(1, 0, 1, 0, 0, 0), *b = t_open(2, 0, 1, 0, 0, 0);
@@ -122,6 +180,7 @@ static void delay(void)
 int main(void)
 {
     bounded_gateway();
+    bounded_sender();
     delay();
     CHECK_DONE();
 }

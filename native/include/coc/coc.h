@@ -173,6 +173,9 @@ typedef struct coc_status {
  * Start sending len bytes of buf to endpoint dest. buf must stay valid and unchanged until
  * the request completes (small messages may be copied at once; large ones are read in
  * place). *out must be freed with coc_request_free() after completion.
+ * A message up to eager_limit completes at once when it is written or copied; copies are
+ * bounded per connection (4 MiB), so while a receiver does not keep up, further small
+ * sends stay pending until their bytes are written (the sender's memory stays bounded).
  * Returns COC_ENOROUTE without a route (or without an address for its next hop), or
  * -errno when connecting to the next hop fails at once (e.g. -ECONNREFUSED on a unix
  * socket); a connection that fails later completes the request with COC_EPEERLOST.
