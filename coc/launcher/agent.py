@@ -20,7 +20,7 @@ import sys
 import traceback
 
 from coc.errors import CocError
-from coc.launcher import protocol
+from coc.launcher import hostagent, protocol
 from coc.launcher.rankside import CONTROL_FD
 
 __all__ = ["Agent", "main", "serve", "open_channel", "rank_socket", "die_with_parent", "MPIEXEC"]
@@ -97,6 +97,7 @@ class Agent:
         self.reader, self.writer = reader, writer
         self.children = []
         self.launchers = []       # processes that start ranks for the agent (a site's mpiexec)
+        self.host_agents = []     # agents on the site's other hosts (coc.launcher.hostagent)
         self.rank_sockets = {}
         self.grace = 1.0
         self.stopping = None      # the teardown task, once started
@@ -141,6 +142,8 @@ class Agent:
 
     async def dispatch(self, message):
         """Act on one message from ``coc-run``."""
+        if self.host_agents and hostagent.forward(self, message):
+            return
         kind = message["type"]
         if kind == "job":
             await self.start_job(message)
@@ -160,6 +163,8 @@ class Agent:
     async def start_job(self, job):
         """Start the job's gateway daemons, then its ranks."""
         self.grace = float(job.get("grace", self.grace))
+        if job.get("hosts"):          # processes on other hosts: their host agents start them
+            job = await hostagent.start_host_agents(self, job)
         for gateway in job.get("gateways", ()):
             await self.start_child("gateway", gateway["endpoint"], gateway["argv"],
                                    gateway.get("env", {}), config=gateway.get("config"))
@@ -371,6 +376,8 @@ class Agent:
                 await asyncio.wait_for(asyncio.shield(launcher.wait()), _DRAIN_TIMEOUT)
             _signal_group(launcher.pid, signal.SIGKILL)
             await launcher.wait()
+        if self.host_agents:
+            await hostagent.wait_all(self, grace)
 
 
 def rank_socket(welcome):

@@ -184,17 +184,23 @@ class Plan:
         spawner = self.spawner(site)
         command = [spawner.python if self.command[0] == sys.executable else self.command[0],
                    *self.command[1:]]
+        used = [p.host for p in self.placements if p.site == site]
+        used += [g.host for g in self.gateways if g.site == site]
+        hosts = {host: argv for host in dict.fromkeys(used)
+                 if (argv := spawner.host_agent_argv(host)) is not None}
+
+        def on(host, argv):          # a host agent runs it as is; else the site agent's way
+            return list(argv) if host in hosts else spawner.host_argv(host, argv)
+
         return {
-            "type": "job", "job_id": self.job_id, "site": site, "grace": grace,
-            "ranks": [{"rank": p.rank, "host": p.host,
-                       "argv": spawner.host_argv(p.host, command),
+            "type": "job", "job_id": self.job_id, "site": site, "grace": grace, "hosts": hosts,
+            "ranks": [{"rank": p.rank, "host": p.host, "argv": on(p.host, command),
                        "env": self.rank_env(p.rank), "stdin": p.rank == 0,
                        "welcome": {"rank": p.rank, "size": self.size, "self_id": p.rank,
                                    "job_id": self.job_id, "secret": secret.hex()}}
                       for p in self.placements if p.site == site],
             "gateways": [{"endpoint": g.endpoint, "host": g.host,
-                          "argv": spawner.host_argv(g.host, [spawner.python, "-m",
-                                                             GATEWAY_MODULE]),
+                          "argv": on(g.host, [spawner.python, "-m", GATEWAY_MODULE]),
                           "config": {"self_id": g.endpoint, "secret": secret.hex(),
                                      "listen_host": spawner.listen_host(g.host),
                                      "port_range": [0, 0],

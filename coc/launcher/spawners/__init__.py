@@ -60,6 +60,15 @@ class Spawner(abc.ABC):
         """
         return list(argv)
 
+    def host_agent_argv(self, host):
+        """Return the command that starts an agent on ``host`` with its stdio connected, or None.
+
+        None (the default) means the site agent starts ``host``'s processes itself, through
+        :meth:`host_argv`; a command (``ssh HOST ...``, ``pbsdsh -h HOST ...``) makes it start
+        a host agent there and relay (:mod:`coc.launcher.hostagent`).
+        """
+        return None
+
     def listen_host(self, host):
         """Return the address engines on ``host`` listen on (``settings['listen']``, else loopback).
 
