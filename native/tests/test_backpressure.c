@@ -21,14 +21,15 @@ static coc_stats stats(coc_engine *e)
 
 static void bounded_gateway(void)
 {
-    int ready[2], addr_pipe[2];
-    CHECK(pipe(ready) == 0 && pipe(addr_pipe) == 0);
-    coc_engine *g = t_open(10, COC_ENGINE_FORWARD, 1, 0, FRAG, WINDOW);
+    int g_pipe[2], addr_pipe[2];
+    CHECK(pipe(g_pipe) == 0 && pipe(addr_pipe) == 0);
     char g_addr[256];
-    coc_engine_address(g, g_addr, sizeof g_addr);
+    /* fork before any engine thread runs here (a fork may copy a lock a thread holds) */
     pid_t pid = fork();
     if (pid == 0) {
         /* the receiver, endpoint 2, behind the gateway */
+        if (read(g_pipe[0], g_addr, sizeof g_addr) != sizeof g_addr)
+            _exit(2);
         coc_engine *b = t_open(2, 0, 1, 0, 0, 0);
         char addr[256];
         coc_engine_address(b, addr, sizeof addr);
@@ -46,6 +47,9 @@ static void bounded_gateway(void)
                 rc = -1;
         _exit(rc == 0 && st.error == 0 && st.count == MSG ? 0 : 1);
     }
+    coc_engine *g = t_open(10, COC_ENGINE_FORWARD, 1, 0, FRAG, WINDOW);
+    coc_engine_address(g, g_addr, sizeof g_addr);
+    CHECK(write(g_pipe[1], g_addr, sizeof g_addr) == sizeof g_addr);
     char b_addr[256];
     CHECK(read(addr_pipe[0], b_addr, sizeof b_addr) == sizeof b_addr);
     coc_engine *a = t_open(1, 0, 1, 0, FRAG, 0);
@@ -60,7 +64,7 @@ static void bounded_gateway(void)
         buf[i] = (uint8_t)(i * 31 >> 7);
     coc_request *s;
     CHECK_RC(coc_isend(a, 2, 0, 0, buf, MSG, &s));
-    while (stats(a).bytes_sent < (8u << 20))
+    for (int i = 0; i < 200000 && stats(a).bytes_sent < (8u << 20); i++)
         usleep(50);
     kill(pid, SIGSTOP);
     usleep(300000); /* let every buffer on the way fill */

@@ -10,22 +10,28 @@
 
 #define HUGE_MSG (256u << 20)
 
+/* Children are forked before the parent opens any engine (a fork while engine threads
+ * run may copy a lock held by one of them, e.g. the sanitizer's allocator lock). */
 typedef struct child {
     pid_t pid;
+    int to_child, from_child;
     char address[256];
 } child;
 
-/* Fork endpoint `id`; it learns `peer` (id, address) and routes everything there, then
- * runs `role`: 'r' receives HUGE_MSG from anyone, 's' sends HUGE_MSG to dest. Once the
+/* Fork endpoint `id`; it waits for `peer`'s address, routes everything there, then runs
+ * `role`: 'r' receives HUGE_MSG from anyone, 's' sends HUGE_MSG to dest. Once the
  * transfer is under way (the receiver sent its CTS / the sender wrote 16 MiB) the child
  * stops itself, so the parent kills it mid-message whatever the machine's load. */
-static child spawn(uint32_t id, uint32_t peer, const char *peer_addr, char role, uint32_t dest)
+static child spawn(uint32_t id, uint32_t peer, char role, uint32_t dest)
 {
-    int fds[2];
+    int down[2], up[2];
     child c = {0};
-    CHECK(pipe(fds) == 0);
+    CHECK(pipe(down) == 0 && pipe(up) == 0);
     c.pid = fork();
     if (c.pid == 0) {
+        char peer_addr[256];
+        if (read(down[0], peer_addr, sizeof peer_addr) != sizeof peer_addr)
+            _exit(2);
         coc_engine *e = t_open(id, 0, 1, 0, 0, 0);
         char addr[256];
         coc_engine_address(e, addr, sizeof addr);
@@ -38,7 +44,7 @@ static child spawn(uint32_t id, uint32_t peer, const char *peer_addr, char role,
         coc_request *r;
         if (role == 'r')
             coc_irecv(e, COC_ANY_SOURCE, 0, 0, buf, HUGE_MSG, &r);
-        if (write(fds[1], addr, sizeof addr) != sizeof addr)
+        if (write(up[1], addr, sizeof addr) != sizeof addr)
             _exit(2);
         if (role == 's')
             coc_isend(e, dest, 0, 0, buf, HUGE_MSG, &r);
@@ -53,10 +59,22 @@ static child spawn(uint32_t id, uint32_t peer, const char *peer_addr, char role,
         coc_wait(r, 60 * T_SECOND, NULL);
         _exit(0);
     }
-    CHECK(read(fds[0], c.address, sizeof c.address) == sizeof c.address);
-    close(fds[0]);
-    close(fds[1]);
+    close(down[0]);
+    close(up[1]);
+    c.to_child = down[1];
+    c.from_child = up[0];
     return c;
+}
+
+/* Give the child its peer's address and take its own. */
+static void start(child *c, const char *peer_addr)
+{
+    char buf[256] = {0};
+    snprintf(buf, sizeof buf, "%s", peer_addr);
+    CHECK(write(c->to_child, buf, sizeof buf) == sizeof buf);
+    CHECK(read(c->from_child, c->address, sizeof c->address) == sizeof c->address);
+    close(c->to_child);
+    close(c->from_child);
 }
 
 /* Wait (10 s at most) for the child to stop itself, check the message is still in flight
@@ -92,8 +110,9 @@ int main(void)
     coc_status st;
 
     /* 1. we send, the receiver dies mid-message */
+    child b = spawn(2, 1, 'r', 1);
     coc_engine *a = open_parent(1, 0);
-    child b = spawn(2, 1, my_address, 'r', 1);
+    start(&b, my_address);
     CHECK_RC(coc_engine_add_peer(a, 2, b.address));
     t_route(a, 2, 2);
     CHECK_RC(coc_irecv(a, 2, 5, 0, buf, 10, &r));
@@ -120,8 +139,9 @@ int main(void)
     coc_engine_close(a);
 
     /* 2. we receive, the sender dies mid-message */
+    b = spawn(2, 1, 's', 1);
     a = open_parent(1, 0);
-    b = spawn(2, 1, my_address, 's', 1);
+    start(&b, my_address);
     CHECK_RC(coc_engine_add_peer(a, 2, b.address));
     t_route(a, 2, 2);
     CHECK_RC(coc_irecv(a, 2, 0, 0, buf, HUGE_MSG, &r));
@@ -131,11 +151,12 @@ int main(void)
     coc_engine_close(a);
 
     /* 3. through a gateway: 1 -> 10 -> 2, and 2 dies mid-message; 10 tells 1 */
+    b = spawn(2, 10, 'r', 1);
     a = open_parent(1, 0);
     char a_addr[256];
     memcpy(a_addr, my_address, sizeof a_addr);
     coc_engine *g = open_parent(10, COC_ENGINE_FORWARD);
-    b = spawn(2, 10, my_address, 'r', 1);
+    start(&b, my_address);
     t_know(a, 10, g, 0);
     t_route(a, 2, 10);
     t_route(a, 10, 10);
@@ -158,15 +179,15 @@ int main(void)
 
     /* 4. an endpoint that never sent anything dies behind a gateway: having connected to
      * the gateway at start is enough for a receive naming it to fail */
-    a = open_parent(1, 0);
-    memcpy(a_addr, my_address, sizeof a_addr);
-    g = open_parent(10, COC_ENGINE_FORWARD);
-    int fds[2];
-    CHECK(pipe(fds) == 0);
+    int fds[2], gfd[2];
+    CHECK(pipe(fds) == 0 && pipe(gfd) == 0);
     pid_t pid = fork();
     if (pid == 0) {
+        char g_addr[256];
+        if (read(gfd[0], g_addr, sizeof g_addr) != sizeof g_addr)
+            _exit(2);
         coc_engine *c = t_open(2, 0, 1, 0, 0, 0);
-        CHECK_RC(coc_engine_add_peer(c, 10, my_address));
+        CHECK_RC(coc_engine_add_peer(c, 10, g_addr));
         t_route(c, 1, 10);
         CHECK(coc_engine_connect(c, 1) == COC_ENOROUTE); /* not a next hop */
         CHECK_RC(coc_engine_connect(c, 10));
@@ -178,6 +199,10 @@ int main(void)
         CHECK(write(fds[1], "x", 1) == 1);
         _exit(check_failures);
     }
+    a = open_parent(1, 0);
+    memcpy(a_addr, my_address, sizeof a_addr);
+    g = open_parent(10, COC_ENGINE_FORWARD);
+    CHECK(write(gfd[1], my_address, sizeof my_address) == sizeof my_address);
     char x;
     CHECK(read(fds[0], &x, 1) == 1);
     t_know(a, 10, g, 0);
@@ -194,6 +219,8 @@ int main(void)
     coc_engine_close(g);
     close(fds[0]);
     close(fds[1]);
+    close(gfd[0]);
+    close(gfd[1]);
     free(buf);
     CHECK_DONE();
 }
