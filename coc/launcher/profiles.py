@@ -29,6 +29,7 @@ SETTINGS = {
     "workdir": "directory the agent (and so the ranks) start in",
     "host_exec": "command that starts a process on another host of the site ({host}, "
                  "{hostname}); it must keep inherited descriptors and exec",
+    "host_agent": "pbs: how host agents start on the job's other nodes: pbsdsh (default) or ssh",
     "listen": "address engines listen on (default: loopback for local, else the topology "
               "address, 0.0.0.0 on hosts with several interfaces)",
     "testbed": "netns: the testbed's name (default: the topology's name)",

@@ -3,8 +3,9 @@
 ``coc-run`` runs the system ``ssh`` client in batch mode (never a password prompt) with
 ``ProxyJump`` when the site is reachable only through another host; ssh's stdin and stdout
 are the agent's control channel, so the job's secret travels inside the ssh connection and
-never on a command line. The agent starts the site's processes on the login host itself, or
-on other hosts of the site through the site's ``host_exec`` command. ssh's own messages reach
+never on a command line. The agent starts the site's processes on the login host itself, and
+on the site's other hosts through host agents it starts there with ssh (or through the site's
+``host_exec`` command when one is set). ssh's own messages reach
 ``coc-run``'s stderr prefixed with the site and host, and a lost connection ends the job
 (ssh exits 255, the agent's channel closes).
 
@@ -110,21 +111,31 @@ class SshSpawner(spawners.Spawner):
                   file=sys.stderr, flush=True)
 
     def host_argv(self, host, argv):
-        """Return ``argv`` as is on the login host, else prefixed by the site's ``host_exec``.
+        """Return ``argv`` prefixed by the site's ``host_exec`` when one is set, else as is.
 
         ``host_exec`` is a command template with ``{host}`` (topology name) and
         ``{hostname}``; it must exec the command with inherited descriptors.
         """
         template = self.settings.get("host_exec")
-        if host == self.agent_host or (self.agent_host is None and not template):
+        if not template or host == self.agent_host:
             return list(argv)
-        if not template:
-            raise LaunchError(f"processes placed on host {host!r} but the agent runs on "
-                              f"{self.agent_host!r} and the site has no 'host_exec' to start "
-                              "them there (set it in the site profile, or use --host)",
-                              site=self.site)
         hostname = self.topology.nodes[host].get("hostname", host)
         return [*shlex.split(template.format(host=host, hostname=hostname)), *argv]
+
+    def host_agent_argv(self, host):
+        """Return ``ssh HOST python -m coc.launcher.agent`` for hosts other than the login host.
+
+        Used unless the site has ``host_exec``; the login host reaches its compute hosts by
+        their ``hostname`` with the site's ssh settings (but not ``jump``, ``port`` or
+        ``ssh_host``, which are about reaching the login host).
+        """
+        if self.settings.get("host_exec") or self.agent_host in (None, host):
+            return None
+        inner = {key: self.settings[key] for key in ("ssh_config", "ssh_options", "identity",
+                                                     "user") if key in self.settings}
+        return ssh_command(self.topology.nodes[host].get("hostname", host),
+                           [self.python, "-m", spawners.AGENT_MODULE],
+                           inner)
 
     def listen_host(self, host):
         """Return the host's topology address (``0.0.0.0`` with several interfaces)."""
