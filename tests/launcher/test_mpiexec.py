@@ -101,3 +101,15 @@ def test_killing_coc_run_ends_the_site_mpiexec_and_its_ranks(start_coc_run, tmp_
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=5)
     assert_all_gone(recorded_pids(tmp_path) | proxies | launchers, within=3.0)
+
+
+def test_ctrl_c_stops_ranks_under_mpiexec_that_ignore_sigterm(start_coc_run, tmp_path):
+    proc = start_coc_run(*SITES, program("rank.py"), "--pid-dir", tmp_path, "--ignore-term")
+    wait_for_files(tmp_path, 5)
+    shepherds = [json.loads(p.read_text())["agent"] for p in tmp_path.glob("[012].json")]
+    launchers = {_parent(_parent(pid)) for pid in shepherds}
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130
+    assert "coc-run: SIGINT received, job stopped" in err
+    assert_all_gone(recorded_pids(tmp_path) | set(shepherds) | launchers, within=1.0)
