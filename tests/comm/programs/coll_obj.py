@@ -66,6 +66,28 @@ ok.equal("exscan", comm.exscan(rank + 1), sum(range(1, rank + 1)) if rank else N
 ok.equal("scan user", comm.scan([rank], coc.Op.Create(lambda a, b: a + b)),
          list(range(rank + 1)))
 
+# Sites interleaved in rank order (a a b b a a b b for 8 ranks): the multi-level algorithms
+# must map ranks to sites and back.
+mixed = comm.Split(0, key=(rank % 2) * size + rank)
+mr, ms = mixed.rank, mixed.size
+for algorithm in ("flat", "topology"):
+    tag = f"[mixed {algorithm}]"
+    for root in sorted({0, ms - 1, ms // 2}):
+        ok.equal(f"{tag} bcast root={root}", mixed.bcast(("b", root) if mr == root else None,
+                                                          root, algorithm=algorithm),
+                 ("b", root))
+        ok.equal(f"{tag} gather root={root}", mixed.gather(mr, root, algorithm=algorithm),
+                 list(range(ms)) if mr == root else None)
+        ok.equal(f"{tag} reduce root={root}", mixed.reduce(mr, coc.SUM, root,
+                                                           algorithm=algorithm),
+                 sum(range(ms)) if mr == root else None)
+    ok.equal(f"{tag} allgather", mixed.allgather(mr, algorithm=algorithm), list(range(ms)))
+    ok.equal(f"{tag} alltoall", mixed.alltoall([(mr, d) for d in range(ms)],
+                                               algorithm=algorithm),
+             [(s, mr) for s in range(ms)])
+    ok.equal(f"{tag} allreduce", mixed.allreduce(mr, coc.MAX, algorithm=algorithm), ms - 1)
+    mixed.barrier(algorithm=algorithm)
+
 # Mismatched roots and lengths give a clear error on some rank (checked in test_errors).
 comm.barrier()
 ok.report()
