@@ -5,7 +5,8 @@ in b-gw's namespace (site b's login host, on the WAN) and in a-gw's (a jump host
 its own ``sshd_config``, host key and authorized key in a temporary directory. ``coc-run``
 itself runs inside a testbed namespace, like a user on a machine of site a: site a is
 started by the ``netns`` spawner, site b by the ``ssh`` spawner — ssh to b-gw, whose agent
-starts b1's rank through the profile's ``host_exec`` (``ip netns exec``). Needs root (the
+starts b1's rank through a host agent it starts on b1 with ssh (a third sshd runs there),
+or through the profile's ``host_exec`` (``ip netns exec``). Needs root (the
 namespaces, and ``apt-get install openssh-server`` when sshd is missing); skipped elsewhere.
 """
 
@@ -81,8 +82,9 @@ def site(tmp_path_factory):
         G = load("two-sites")
     with coc.testbed.up(G, name=f"ssh-{os.getpid()}") as bed:
         login, jump = bed.address("b-gw", "wan"), bed.address("a-gw", "a-lan")
-        (keys / "known_hosts").write_text(
-            "".join(f"{address} {host_type} {host_key}\n" for address in (login, jump)))
+        compute = bed.address("b1")
+        (keys / "known_hosts").write_text("".join(f"{address} {host_type} {host_key}\n"
+                                                  for address in (login, jump, compute)))
         (keys / "ssh_config").write_text(textwrap.dedent(f"""\
             Host *
               User root
@@ -90,9 +92,11 @@ def site(tmp_path_factory):
               IdentitiesOnly yes
               UserKnownHostsFile {keys}/known_hosts
               StrictHostKeyChecking yes
+            Host b1
+              HostName {compute}
             """))
         daemons = {}
-        for host in ("b-gw", "a-gw"):
+        for host in ("b-gw", "a-gw", "b1"):
             config = keys / f"sshd_config.{host}"
             config.write_text(textwrap.dedent(f"""\
                 Port 22
@@ -110,7 +114,7 @@ def site(tmp_path_factory):
             daemons[host] = bed.popen(host, [sshd, "-D", "-e", "-f", str(config)],
                                       stderr=subprocess.PIPE, text=True)
         try:
-            for host, address in (("b-gw", login), ("a-gw", jump)):
+            for host in daemons:
                 _wait_listening(bed, host, daemons[host])
             yield {"bed": bed, "keys": keys, "login": login, "jump": jump, "sshd": daemons}
         finally:
@@ -158,9 +162,10 @@ def _coc_run_in(site, host, tmp_path, *args, timeout=25):
 def _check_hello(result):
     assert result.returncode == 0, result.stderr
     lines = {d["rank"]: d for d in map(json.loads, result.stdout.splitlines())}
+    last = max(lines)
     assert lines[0]["answer"] == "OVER SSH AND TWO GATEWAYS"
-    assert lines[1]["got"] == "over ssh and two gateways"
-    assert lines[1]["host"] == "b1"
+    assert lines[last]["got"] == "over ssh and two gateways"
+    assert lines[last]["host"] == "b1"
     return lines
 
 
@@ -177,6 +182,21 @@ def test_site_b_over_ssh(site, tmp_path):
     assert lines[1]["cwd"] == str(tmp_path)                      # the profile's workdir
     final = json.loads((tmp_path / "out" / "gateway.b-gw.stdout").read_text())
     assert final["stats"]["frames_forwarded"] >= 2
+
+
+def test_the_login_host_starts_compute_hosts_over_ssh(site, tmp_path):
+    """No host_exec: b-gw's agent reaches b1 with ssh (host agent), as on a real cluster."""
+    (tmp_path / "hello.py").write_text(HELLO)
+    profile = _profile(site, tmp_path)
+    settings = json.loads(profile.read_text())
+    del settings["sites"]["b"]["host_exec"]
+    profile.write_text(json.dumps(settings))
+    before = _children(site["sshd"]["b1"].pid)
+    result = _coc_run_in(site, "a-gw", tmp_path, "--testbed", site["bed"].name, "--profile",
+                         profile, "--site", "a=1", "--site", "b=2", "hello.py")
+    lines = _check_hello(result)
+    assert lines[2]["host"] == "b1"
+    assert _children(site["sshd"]["b1"].pid) == before       # its session has ended
 
 
 def test_site_b_over_ssh_through_a_jump_host(site, tmp_path):
@@ -222,9 +242,11 @@ def test_a_lost_ssh_connection_ends_the_job_naming_site_and_host(site, tmp_path)
     assert f"site b (ssh {site['login']}): connection failed or lost" in err
     assert "site b: its agent died" in err
     assert time.monotonic() - start < 15
-    leftover = site["bed"].exec("b1", ["ip", "netns", "pids", f"coc:{site['bed'].name}:b1"],
-                                capture_output=True, text=True, timeout=5).stdout.split()
-    assert leftover == [] or _wait_gone(leftover)
+    sshd_b1 = site["sshd"]["b1"].pid
+    leftover = {int(p) for p in site["bed"].exec(
+        "b1", ["ip", "netns", "pids", f"coc:{site['bed'].name}:b1"], capture_output=True,
+        text=True, timeout=5).stdout.split()} - {sshd_b1} - _children(sshd_b1)
+    assert not leftover or _wait_gone(leftover), leftover    # the rank on b1 is gone
 
 
 def _children(pid):

@@ -79,9 +79,8 @@ class SshSpawner(spawners.Spawner):
             return str(self.settings["ssh_host"])
         return self.topology.nodes[login].get("hostname", login) if self.agent_host else login
 
-    def remote_command(self):
-        """Return the words run on the login host: the agent, in ``workdir`` if one is set."""
-        agent = self.agent_argv()
+    def remote_command(self, agent):
+        """Return the words that run ``agent`` on a host of the site, in ``workdir`` if set."""
         if self.settings.get("workdir"):
             return ["sh", "-c", f"cd {shlex.quote(str(self.settings['workdir']))} && exec "
                                 f"{shlex.join(agent)}"]
@@ -89,7 +88,8 @@ class SshSpawner(spawners.Spawner):
 
     async def start(self, env):
         """Run ssh to the login host in its own session; its stderr is relayed with a prefix."""
-        argv = ssh_command(self.destination, self.remote_command(), self.settings)
+        argv = ssh_command(self.destination, self.remote_command(self.agent_argv()),
+                           self.settings)
         process = await asyncio.create_subprocess_exec(
             *argv, env={**os.environ, **env}, start_new_session=True,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -134,7 +134,7 @@ class SshSpawner(spawners.Spawner):
         inner = {key: self.settings[key] for key in ("ssh_config", "ssh_options", "identity",
                                                      "user") if key in self.settings}
         return ssh_command(self.topology.nodes[host].get("hostname", host),
-                           [self.python, "-m", spawners.AGENT_MODULE],
+                           self.remote_command([self.python, "-m", spawners.AGENT_MODULE]),
                            inner)
 
     def listen_host(self, host):
