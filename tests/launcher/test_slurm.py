@@ -77,9 +77,7 @@ def _steps_left(cluster):
     return result.stdout.strip()
 
 
-pytestmark = pytest.mark.root
-
-
+@pytest.mark.root
 def test_coc_run_in_an_allocation_starts_its_site_through_srun(slurm, topology_file):
     result = salloc(slurm, 4, "--topology", topology_file, "--site", "a=4", "--site", "b=2",
                     "--tag-output", program("site_mpi.py"))
@@ -101,6 +99,7 @@ def test_coc_run_in_an_allocation_starts_its_site_through_srun(slurm, topology_f
     assert reports[3][1]["stats"]["inter_site_messages"] == 1       # 3 -> 4 crossed over
 
 
+@pytest.mark.root
 def test_the_plan_takes_hosts_and_slots_from_the_allocation(slurm, topology_file):
     result = salloc(slurm, 3, "--topology", topology_file, "--dry-run", "true")
     assert result.returncode == 0, result.stderr
@@ -110,6 +109,7 @@ def test_the_plan_takes_hosts_and_slots_from_the_allocation(slurm, topology_file
     assert "site b (spawner local): 2 ranks" in result.stdout
 
 
+@pytest.mark.root
 def test_a_failing_rank_in_the_allocation_stops_the_job_with_its_code(slurm, topology_file,
                                                                       tmp_path):
     pid_dir = tmp_path / "pids"
@@ -124,6 +124,7 @@ def test_a_failing_rank_in_the_allocation_stops_the_job_with_its_code(slurm, top
     assert _steps_left(slurm) == ""
 
 
+@pytest.mark.root
 def test_killing_coc_run_in_the_allocation_ends_the_step_and_its_ranks(slurm, topology_file,
                                                                        tmp_path):
     pid_dir = tmp_path / "pids"
