@@ -405,13 +405,13 @@ async def _main():
     return await serve(*await open_channel())
 
 
-async def serve(reader, writer):
+async def serve(reader, writer, agent_class=Agent):
     """Run an agent on a control channel (asyncio streams) until its job has ended here.
 
     ``python -m coc.launcher.agent`` serves its stdin/stdout; a ``--batch`` job's agent
-    serves its connection to the relay (``coc.launcher.batch``).
+    serves its connection to the relay (``coc.launcher.batch``, with its own ``agent_class``).
     """
-    agent = Agent(reader, writer)
+    agent = agent_class(reader, writer)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(signum, lambda: agent.stop(agent.grace))
