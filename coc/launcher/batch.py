@@ -29,6 +29,7 @@ from pathlib import Path
 from coc.errors import CocError, LaunchError
 from coc.launcher import agent, protocol, spawners
 from coc.launcher.profiles import data_dir
+from coc.launcher.spawners.ssh import ssh_command
 
 __all__ = ["SCHEDULERS", "PLACEHOLDERS", "ScriptTemplate", "batch_sites", "script_values",
            "render_script", "format_scripts", "BatchSpawner", "use_batch", "RELAY_MODULE"]
@@ -197,7 +198,10 @@ def format_scripts(plan):
 class BatchSpawner(spawners.Spawner):
     """Start a batch site's relay through the site's own spawner, then hand it the job script.
 
-    Everything else (``host_argv``, ``listen_host``, ``python``) is the inner spawner's.
+    The site's agent runs in the batch job, on its first node: the site's processes run
+    there, listening on every interface (the agent tells peers the node's address), except
+    those on the site's login host (a gateway daemon, say), which run under a host agent the
+    job starts there with ssh.
     """
 
     def __init__(self, inner, message):
@@ -212,11 +216,36 @@ class BatchSpawner(spawners.Spawner):
         process.stdin.write(protocol.encode(self.message))
         return process
 
-    def host_argv(self, host, argv):
-        return self.inner.host_argv(host, argv)
+    @property
+    def _login(self):
+        return getattr(self.inner, "agent_host", None)
+
+    def host_agent_argv(self, host):
+        """Return ssh to the login host for its processes; the job's own run in the job."""
+        if host != self._login:
+            return None
+        hostname = self.topology.nodes[host].get("hostname", host)
+        return ssh_command(hostname, [self.python, "-m", spawners.AGENT_MODULE],
+                           {k: v for k, v in self.settings.items() if k == "user"})
 
     def listen_host(self, host):
-        return self.inner.listen_host(host)
+        """Return the login host's address as its spawner says; every interface in the job."""
+        return self.inner.listen_host(host) if host == self._login else "0.0.0.0"
+
+
+class _JobAgent(agent.Agent):
+    """The agent inside a batch job: peers learn its node's address, not ``0.0.0.0``.
+
+    The node's address is the one its connection to the relay on the login node leaves from,
+    so the site's hosts can reach it.
+    """
+
+    async def send(self, message):
+        if message.get("type") == "address":
+            node = self.writer.get_extra_info("sockname")[0]
+            message = {**message, "address": message["address"].replace(
+                "tcp://0.0.0.0:", f"tcp://{node}:")}
+        await super().send(message)
 
 
 def use_batch(plan):
@@ -334,7 +363,7 @@ async def _connect():
     reader, writer = await asyncio.wait_for(asyncio.open_connection(
         host, int(port), limit=protocol.MAX_MESSAGE), 30)
     await protocol.send_message(writer, {"type": "batch-agent", "token": token})
-    return await agent.serve(reader, writer)
+    return await agent.serve(reader, writer, _JobAgent)
 
 
 def connect():
