@@ -7,18 +7,28 @@ endpoint id and the job's secret, which the engine needs to open. ``coc.init()``
 address; that blocks until every rank and gateway daemon of the job has sent its address,
 and returns the peers and the route table. The secret never appears in the environment or
 on a command line.
+
+Ranks that a site's ``mpiexec`` starts cannot inherit that socket (mpiexec's proxies do not
+pass file descriptors on): each process mpiexec starts runs :func:`shepherd`, which fetches
+the rank's socket, pipes and environment from the agent over the Unix socket named by
+``COC_CONTROL_SOCKET`` and starts the rank with them (``coc.launcher.spawners.mpiexec``).
 """
 
 import os
+import signal
 import socket
+import subprocess
 
 from coc.errors import LaunchError, ProtocolError
 from coc.launcher import protocol
 
-__all__ = ["CONTROL_FD", "credentials", "rendezvous"]
+__all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "shepherd"]
 
 #: Environment variable naming the inherited rendezvous socket.
 CONTROL_FD = "COC_CONTROL_FD"
+#: Environment variable naming the agent's Unix socket, for the shepherds of a site's mpiexec.
+CONTROL_SOCKET = "COC_CONTROL_SOCKET"
+_ACK_TIMEOUT = 10.0      # seconds a shepherd waits for the agent to pass its exit on
 
 _state = {"socket": None, "welcome": None}
 
@@ -127,3 +137,59 @@ def rendezvous(address, environ=None):
                       for k, hops in answer["routes"].items()}
     info["placement"] = [tuple(where) for where in answer["placement"]]
     return info
+
+
+def _receive_start(sock):
+    """Return the agent's ``start`` message and the file descriptors that came with it."""
+    header, fds, _, _ = socket.recv_fds(sock, 4, 4)
+    if len(header) < 4:
+        header += sock.recv(4 - len(header), socket.MSG_WAITALL)
+    length = protocol.decode_length(header)
+    return protocol.decode(_receive_exactly(sock, length)), fds
+
+
+def shepherd(environ=None):
+    """Start this process's coc rank as the agent says, report its exit; return our status.
+
+    Run by each process a site's ``mpiexec`` starts. The rank gets its stdio and rendezvous
+    socket from the agent and keeps mpiexec's ``PMI_*`` variables and ``PMI_FD``, so it
+    joins the site's MPI job too. Returns 0 once the agent has taken the exit (so mpiexec
+    does not abort the others: coc-run stops the job), else the rank's status.
+    """
+    from coc.launcher.agent import die_with_parent       # only shepherds need the agent's
+    environ = dict(os.environ if environ is None else environ)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(environ.pop(CONTROL_SOCKET))
+    sock.sendall(protocol.encode({"type": "attach", "index": int(environ["PMI_RANK"]),
+                                  "pid": os.getpid()}))
+    start, fds = _receive_start(sock)
+    stdout, stderr, control, *stdin = fds
+    env = {**environ, **start["env"], CONTROL_FD: str(control)}
+    keep = [control] + ([int(environ["PMI_FD"])] if environ.get("PMI_FD", "").isdigit() else [])
+    try:
+        program = subprocess.Popen(
+            start["argv"], stdin=stdin[0] if stdin else subprocess.DEVNULL, stdout=stdout,
+            stderr=stderr, env=env, pass_fds=keep, start_new_session=True,
+            preexec_fn=die_with_parent)
+        pid, failed = program.pid, None
+    except OSError as exc:
+        os.write(stderr, f"cannot execute {start['argv'][0]!r}: {exc.strerror}\n".encode())
+        pid, failed = os.getpid(), 127 if isinstance(exc, FileNotFoundError) else 126
+    for fd in fds:
+        os.close(fd)
+    sock.sendall(protocol.encode({"type": "started", "pid": pid}))
+    if failed is None:
+        for signum in (signal.SIGTERM, signal.SIGINT):   # mpiexec's signals go to the rank
+            signal.signal(signum, lambda s, _: os.killpg(program.pid, s))
+        status = program.wait()
+    else:
+        status = failed
+    code, signum = (status, None) if status >= 0 else (None, -status)
+    sock.sendall(protocol.encode({"type": "exit", "code": code, "signal": signum}))
+    sock.settimeout(_ACK_TIMEOUT)
+    try:
+        acknowledged = sock.recv(1) == b""    # the agent closes once coc-run knows
+    except OSError:
+        acknowledged = False
+    return 0 if acknowledged else (status if signum is None else 128 + signum)
+

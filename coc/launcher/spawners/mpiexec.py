@@ -4,18 +4,19 @@ Three parts, one per process that takes part:
 
 - ``coc-run``: :class:`MpiexecSpawner` starts the site's agent as the ``local`` spawner does,
   with ``COC_MPIEXEC`` naming the site's ``mpiexec`` (:func:`find_mpiexec`).
-- The agent: :func:`start_ranks` runs ``mpiexec -n K python -c SHEPHERD`` (:data:`SHEPHERD`
-  calls :func:`shepherd`) once for the site's K ranks, with ``COC_SITE_MPI=1`` (so
+- The agent: :func:`start_ranks` runs ``mpiexec -n K python -c SHEPHERD`` once for the
+  site's K ranks, with ``COC_SITE_MPI=1`` (so
   ``coc.comm`` carries messages between them through mpi4py) and ``COC_CONTROL_SOCKET``,
   the path of a Unix socket the agent listens on: mpiexec's proxies do not pass inherited
   file descriptors on.
-- Each process mpiexec starts is a *shepherd* (:func:`shepherd`): it connects to that socket
-  and says its ``PMI_RANK``; the agent maps it to the site's ``PMI_RANK``-th coc rank and
-  answers with the rank's command and environment, passing the rank's stdout, stderr, stdin
-  (rank 0) and rendezvous socket as file descriptors (``SCM_RIGHTS``). The shepherd starts
-  the program with them, keeping MPI's own ``PMI_*`` variables and fds, and reports the
-  program's exit. So a rank started by mpiexec is, for the agent, a rank like any other: its
-  output is its own, its exit status exact, its rendezvous the usual inherited socket.
+- Each process mpiexec starts is a *shepherd* (:func:`coc.launcher.rankside.shepherd`): it
+  connects to that socket and says its ``PMI_RANK``; the agent maps it to the site's
+  ``PMI_RANK``-th coc rank and answers with the rank's command and environment, passing the
+  rank's stdout, stderr, stdin (rank 0) and rendezvous socket as file descriptors
+  (``SCM_RIGHTS``). The shepherd starts the program with them, keeping MPI's own ``PMI_*``
+  variables and fds, and reports the program's exit. So a rank started by mpiexec is, for
+  the agent, a rank like any other: its output is its own, its exit status exact, its
+  rendezvous the usual inherited socket.
 
 The shepherd waits until the agent has passed the exit on to ``coc-run`` before it ends (and
 then ends with 0), so the first failure is the one ``coc-run`` reports and the teardown is
@@ -28,7 +29,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -36,21 +36,18 @@ import tempfile
 from coc.errors import LaunchError
 from coc.launcher import protocol
 from coc.launcher.agent import MPIEXEC, Child, die_with_parent, rank_socket
-from coc.launcher.rankside import CONTROL_FD
+from coc.launcher.rankside import CONTROL_SOCKET
 from coc.launcher.spawners.local import LocalSpawner
 
-__all__ = ["MpiexecSpawner", "find_mpiexec", "start_ranks", "shepherd", "CONTROL_SOCKET",
-           "SITE_MPI", "SHEPHERD"]
+__all__ = ["MpiexecSpawner", "find_mpiexec", "start_ranks", "SITE_MPI", "SHEPHERD"]
 
-#: Environment variable naming the agent's Unix socket (set for the shepherds).
-CONTROL_SOCKET = "COC_CONTROL_SOCKET"
 #: Environment variable telling ``coc.comm`` that the site's MPI started the ranks.
 SITE_MPI = "COC_SITE_MPI"
 #: Variables that belong to the site's MPI: a rank keeps mpiexec's values.
 _MPI_OWNED = ("PMI_RANK", "PMI_SIZE")
-#: What each process mpiexec starts runs (``python -c``; ``-m`` would import this module twice).
-SHEPHERD = "import sys; from coc.launcher.spawners.mpiexec import shepherd; sys.exit(shepherd())"
-_ACK_TIMEOUT = 10.0      # seconds a shepherd waits for the agent to pass its exit on
+#: What each process mpiexec starts runs: :func:`coc.launcher.rankside.shepherd` (``-c``, as
+#: ``rankside`` is a small import, which a shepherd per rank pays).
+SHEPHERD = "import sys; from coc.launcher.rankside import shepherd; sys.exit(shepherd())"
 
 
 def find_mpiexec(environ=None):
@@ -228,58 +225,3 @@ async def start_ranks(agent, ranks, mpiexec):
     finally:
         listener.close()
         shutil.rmtree(directory, ignore_errors=True)
-
-
-# -- the shepherd (one per process mpiexec starts) -----------------------------------------------
-
-
-def _receive_start(sock):
-    """Return the agent's ``start`` message and the file descriptors that came with it."""
-    header, fds, _, _ = socket.recv_fds(sock, 4, 4)
-    if len(header) < 4:
-        header += sock.recv(4 - len(header), socket.MSG_WAITALL)
-    length = protocol.decode_length(header)
-    body = sock.recv(length, socket.MSG_WAITALL)
-    if len(body) != length:
-        raise LaunchError("the agent hung up while starting this rank")
-    return protocol.decode(body), fds
-
-
-def shepherd(environ=None):
-    """Start this process's coc rank as the agent says, report its exit; return our status."""
-    environ = dict(os.environ if environ is None else environ)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(environ.pop(CONTROL_SOCKET))
-    sock.sendall(protocol.encode({"type": "attach", "index": int(environ["PMI_RANK"]),
-                                  "pid": os.getpid()}))
-    start, fds = _receive_start(sock)
-    stdout, stderr, control, *stdin = fds
-    env = {**environ, **start["env"], CONTROL_FD: str(control)}
-    keep = [control] + ([int(environ["PMI_FD"])] if environ.get("PMI_FD", "").isdigit() else [])
-    try:
-        program = subprocess.Popen(
-            start["argv"], stdin=stdin[0] if stdin else subprocess.DEVNULL, stdout=stdout,
-            stderr=stderr, env=env, pass_fds=keep, start_new_session=True,
-            preexec_fn=die_with_parent)
-        pid, failed = program.pid, None
-    except OSError as exc:
-        os.write(stderr, f"cannot execute {start['argv'][0]!r}: {exc.strerror}\n".encode())
-        pid, failed = os.getpid(), 127 if isinstance(exc, FileNotFoundError) else 126
-    for fd in fds:
-        os.close(fd)
-    sock.sendall(protocol.encode({"type": "started", "pid": pid}))
-    if failed is None:
-        for signum in (signal.SIGTERM, signal.SIGINT):   # mpiexec's signals go to the rank
-            signal.signal(signum, lambda s, _: os.killpg(program.pid, s))
-        status = program.wait()
-    else:
-        status = failed
-    code, signum = (status, None) if status >= 0 else (None, -status)
-    sock.sendall(protocol.encode({"type": "exit", "code": code, "signal": signum}))
-    sock.settimeout(_ACK_TIMEOUT)
-    try:
-        acknowledged = sock.recv(1) == b""    # the agent closes once coc-run knows
-    except OSError:
-        acknowledged = False
-    return 0 if acknowledged else (status if signum is None else 128 + signum)
-
