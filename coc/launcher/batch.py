@@ -241,7 +241,10 @@ class _JobAgent(agent.Agent):
     """
 
     async def send(self, message):
-        if message.get("type") == "address":
+        key = ("rank", message["rank"]) if "rank" in message else \
+            ("gateway", message.get("gateway"))
+        if message.get("type") == "address" and key in {(c.kind, c.ident)
+                                                         for c in self.children}:
             node = self.writer.get_extra_info("sockname")[0]
             message = {**message, "address": message["address"].replace(
                 "tcp://0.0.0.0:", f"tcp://{node}:")}
