@@ -325,24 +325,36 @@ class Communicator:
             arr[...] = result.reshape(arr.shape)
 
     def _reduction_input(self, sendbuf, recvbuf):
-        data = as_array(recvbuf if sendbuf is IN_PLACE else sendbuf)
-        return contiguous(data).copy() if sendbuf is IN_PLACE else contiguous(data)
+        """Return a private copy of this rank's input (scans combine into it in place)."""
+        return contiguous(as_array(recvbuf if sendbuf is IN_PLACE else sendbuf)).copy()
+
+    def _accumulator(self, sendbuf, recvbuf):
+        """Return a private array holding this rank's input: ``recvbuf`` itself when it can."""
+        out = None if recvbuf is None else as_array(recvbuf)
+        data = out if sendbuf is IN_PLACE else as_array(sendbuf)
+        if out is not None and out.flags.c_contiguous and (
+                sendbuf is IN_PLACE or out.dtype == data.dtype and out.size == data.size
+                and not np.shares_memory(out, data)):
+            if sendbuf is not IN_PLACE:
+                out.reshape(-1)[...] = data.reshape(-1)
+            return out.reshape(-1)
+        return contiguous(data).reshape(-1).copy()
 
     def Reduce(self, sendbuf, recvbuf, op=SUM, root=0, algorithm=None):
         """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` at ``root``."""
         self._endpoint(root)
         op = _op(op)
-        result = self._collective("reduce", algorithm, self._reduction_input(sendbuf, recvbuf),
-                                  op, root, True, commutative=op.commute)
+        acc = self._accumulator(sendbuf, recvbuf if self.rank == root else None)
+        result = self._collective("reduce", algorithm, acc, op, root, True,
+                                  commutative=op.commute)
         if self.rank == root:
             _store(recvbuf, result)
 
     def Allreduce(self, sendbuf, recvbuf, op=SUM, algorithm=None):
         """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` on every rank."""
         op = _op(op)
-        result = self._collective("allreduce", algorithm,
-                                  self._reduction_input(sendbuf, recvbuf), op, True,
-                                  commutative=op.commute)
+        result = self._collective("allreduce", algorithm, self._accumulator(sendbuf, recvbuf),
+                                  op, True, commutative=op.commute)
         _store(recvbuf, result)
 
     def Scan(self, sendbuf, recvbuf, op=SUM):
@@ -486,5 +498,5 @@ def _check_tag(tag):
 def _store(recvbuf, result):
     """Copy ``result`` into the receive buffer argument."""
     out = as_array(recvbuf)
-    if out is not result:
+    if not np.shares_memory(out, result):
         out[...] = np.asarray(result).reshape(out.shape)

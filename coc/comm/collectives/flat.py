@@ -21,6 +21,13 @@ def _like(value, buffer):
     return np.empty_like(value) if buffer else None
 
 
+def _combine(op, acc, other, buffer, acc_first=True):
+    """Return ``op`` of the two operands in rank order; buffer forms update ``acc`` in place."""
+    if buffer:
+        return op.combine_into(acc, other, acc_first)
+    return op(acc, other) if acc_first else op(other, acc)
+
+
 def barrier(comm):
     """Return once every rank has entered (dissemination: log2(size) rounds)."""
     c = Call(comm, "barrier", buffer=True)
@@ -53,7 +60,10 @@ def bcast(comm, value, root, buffer=False):
 
 
 def reduce(comm, value, op, root, buffer=False):
-    """Return ``op`` over every rank's ``value`` at ``root`` (None elsewhere), in rank order."""
+    """Return ``op`` over every rank's ``value`` at ``root`` (None elsewhere), in rank order.
+
+    Buffer forms combine into ``value`` in place (the caller passes a private array).
+    """
     if not op.commute and root != 0:
         result = yield from reduce(comm, value, op, 0, buffer)
         c = Call(comm, "reduce", root, buffer)
@@ -65,36 +75,36 @@ def reduce(comm, value, op, root, buffer=False):
         return result if comm.rank == root else None
     c = Call(comm, "reduce", root, buffer)
     size, rank = comm.size, comm.rank
-    rel, mask, acc = (rank - root) % size, 1, value
+    rel, mask, acc, tmp = (rank - root) % size, 1, value, _like(value, buffer)
     while mask < size:
         if rel & mask:
             c.send(acc, (rank - mask) % size)
             break
         if rel + mask < size:
-            other = yield from c.recv((rank + mask) % size, into=_like(value, buffer))
-            acc = op(acc, other)
+            other = yield from c.recv((rank + mask) % size, into=tmp)
+            acc = _combine(op, acc, other, buffer)
         mask <<= 1
     yield from c.finish()
     return acc if rank == root else None
 
 
 def allreduce(comm, value, op, buffer=False):
-    """Return ``op`` over every rank's ``value`` on every rank."""
+    """Return ``op`` over every rank's ``value`` on every rank (buffers: in ``value``)."""
     size, rank = comm.size, comm.rank
     if size & (size - 1) == 0:               # recursive doubling
         c = Call(comm, "allreduce", buffer=buffer)
-        acc, mask = value, 1
+        acc, mask, tmp = value, 1, _like(value, buffer)
         while mask < size:
             partner = rank ^ mask
             c.send(acc, partner)
-            other = yield from c.recv(partner, into=_like(value, buffer))
-            acc = op(other, acc) if partner < rank else op(acc, other)
+            other = yield from c.recv(partner, into=tmp)
+            yield from c.finish()            # acc is sent before it changes in place
+            acc = _combine(op, acc, other, buffer, acc_first=partner > rank)
             mask <<= 1
-        yield from c.finish()
         return acc
     result = yield from reduce(comm, value, op, 0, buffer)
     if rank != 0:
-        result = _like(value, buffer)
+        result = value if buffer else None
     return (yield from bcast(comm, result, 0, buffer))
 
 
@@ -156,7 +166,7 @@ def scan(comm, value, op, exclusive=False, buffer=False):
     prev = None
     if rank > 0:
         prev = yield from c.recv(rank - 1, into=_like(value, buffer))
-    acc = value if rank == 0 else op(prev, value)
+    acc = value if rank == 0 else _combine(op, value, prev, buffer, acc_first=False)
     if rank < comm.size - 1:
         c.send(acc, rank + 1)
     yield from c.finish()

@@ -70,7 +70,7 @@ def allreduce(comm, value, op, buffer=False):
     if h.leaders is not None:
         part = yield from flat.allreduce(h.leaders, part, op, buffer)
     if h.local.rank != 0:
-        part = np.empty_like(value) if buffer else None
+        part = value if buffer else None
     return (yield from flat.bcast(h.local, part, 0, buffer))
 
 
