@@ -10,7 +10,7 @@ from coc.errors import CocError  # noqa: F401
 __version__ = "0.1.0"
 
 _API = ("init", "finalize", "initialized", "Wtime", "Wtick", "COMM_WORLD", "Communicator",
-        "Request", "Status", "Op", "ANY_SOURCE", "ANY_TAG", "UNDEFINED", "IN_PLACE", "SUM",
+        "Request", "Status", "Op", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED", "IN_PLACE", "SUM",
         "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR", "MINLOC",
         "MAXLOC", "waitall", "waitany", "testall", "testany")
 

@@ -7,7 +7,8 @@ list and the table of mpi4py names.
 from coc.comm.buffers import IN_PLACE
 from coc.comm.collectives import (CollectiveMismatchError, collective_algorithm,
                                   set_collective_algorithm)
-from coc.comm.communicator import ANY_SOURCE, ANY_TAG, MAX_TAG, UNDEFINED, Communicator
+from coc.comm.communicator import (ANY_SOURCE, ANY_TAG, MAX_TAG, PROC_NULL, UNDEFINED,
+                                   Communicator)
 from coc.comm.ops import (BAND, BOR, BXOR, LAND, LOR, LXOR, MAX, MAXLOC, MIN, MINLOC, PROD,
                           REPLACE, SUM, Op)
 from coc.comm.pickling import set_unpickler, unpickler_mode
@@ -17,7 +18,7 @@ from coc.comm.world import (Wtick, Wtime, counters, finalize, init, initialized,
 
 __all__ = ["init", "finalize", "initialized", "Wtime", "Wtick", "Communicator", "Request",
            "Status", "Op", "waitall", "waitany", "testall", "testany", "ANY_SOURCE",
-           "ANY_TAG", "MAX_TAG", "UNDEFINED", "IN_PLACE", "SUM", "PROD", "MIN", "MAX", "LAND",
+           "ANY_TAG", "MAX_TAG", "PROC_NULL", "UNDEFINED", "IN_PLACE", "SUM", "PROD", "MIN", "MAX", "LAND",
            "LOR", "LXOR", "BAND", "BOR", "BXOR", "MINLOC", "MAXLOC", "REPLACE",
            "set_unpickler", "unpickler_mode", "set_collective_algorithm",
            "collective_algorithm", "CollectiveMismatchError", "counters", "reset_counters",

@@ -15,10 +15,11 @@ from coc.comm.ops import SUM, Op
 from coc.comm.request import Request, Status, run, translate
 from coc.errors import PeerLost, TruncationError
 
-__all__ = ["Communicator", "ANY_SOURCE", "ANY_TAG", "UNDEFINED"]
+__all__ = ["Communicator", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED"]
 
 ANY_SOURCE = -1
 ANY_TAG = -1
+PROC_NULL = -2
 UNDEFINED = -32766
 MAX_TAG = transport.MAX_TAG
 
@@ -36,6 +37,12 @@ class _Hierarchy:
         leader = self.local_rank[comm.rank] == 0
         self.leaders = comm._split(0 if leader else UNDEFINED, comm.rank,
                                    f"{comm.name}/leaders")
+
+
+def _null():
+    """The steps of a send to or receive from ``PROC_NULL``: none (generator)."""
+    yield from ()
+    return None, Status(PROC_NULL, ANY_TAG, 0)
 
 
 def _op(op):
@@ -152,11 +159,14 @@ class Communicator:
     # -- point to point: objects ----------------------------------------------------------
     def isend(self, obj, dest, tag=0):
         """Start sending ``obj`` to ``dest``; return a :class:`Request`."""
+        if dest == PROC_NULL:
+            return Request(_null(), self)
         return Request(transport.sent(self._post_obj(obj, dest, tag)), self)
 
     def send(self, obj, dest, tag=0):
         """Send ``obj`` to rank ``dest`` (returns when ``obj`` may be changed)."""
-        run(transport.sent(self._post_obj(obj, dest, tag)), self)
+        if dest != PROC_NULL:
+            run(transport.sent(self._post_obj(obj, dest, tag)), self)
 
     def _post_obj(self, obj, dest, tag):
         _check_tag(tag)
@@ -168,6 +178,8 @@ class Communicator:
 
     def irecv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
         """Start receiving an object; ``wait()`` returns it."""
+        if source == PROC_NULL:
+            return Request(_null(), self)
         self._endpoint(source)
         return Request(self._recv_obj(source, tag), self)
 
@@ -219,12 +231,16 @@ class Communicator:
     def Isend(self, buf, dest, tag=0):
         """Start sending the buffer ``buf`` to ``dest``; return a :class:`Request`."""
         _check_tag(tag)
+        if dest == PROC_NULL:
+            return Request(_null(), self)
         part = transport.post(self, contiguous(as_array(buf)), dest, tag, transport.BUF)
         return Request(transport.sent([part]), self)
 
     def Send(self, buf, dest, tag=0):
         """Send the buffer ``buf`` to rank ``dest``."""
         _check_tag(tag)
+        if dest == PROC_NULL:
+            return
         _wait(self, transport.post(self, contiguous(as_array(buf)), dest, tag, transport.BUF))
 
     def _recv_buf(self, arr, source, tag):
@@ -233,10 +249,15 @@ class Communicator:
 
     def Irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
         """Start receiving into the buffer ``buf``; return a :class:`Request`."""
+        if source == PROC_NULL:
+            return Request(_null(), self)
         return Request(self._recv_buf(as_array(buf), source, tag), self)
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receive into the buffer ``buf``; a larger message raises TruncationError."""
+        if source == PROC_NULL:
+            self.Irecv(buf, source, tag).Wait(status)
+            return
         st = _wait(self, self._irecv(as_array(buf), source, tag, transport.BUF))
         if status is not None:
             status._fill(Status(self._rank_of(st.source), st.tag, st.count))

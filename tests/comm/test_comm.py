@@ -29,6 +29,11 @@ def test_size_one_world_without_coc_run():
     assert comm.bcast(1) == 1 and comm.gather(2) == [2] and comm.alltoall([3]) == [3]
     assert comm.Split_level("site").size == 1 and comm.Dup().allreduce(4) == 4
     assert comm.color("wan") == 0 and comm.site
+    st = coc.Status()
+    comm.Send(b"x", coc.PROC_NULL)
+    comm.Recv(bytearray(1), coc.PROC_NULL, status=st)
+    assert (st.source, st.count) == (coc.PROC_NULL, 0)
+    assert comm.sendrecv("lost", coc.PROC_NULL, source=coc.PROC_NULL) is None
 
 
 def test_import_coc_stays_cheap():
