@@ -28,6 +28,7 @@ from pathlib import Path
 
 from coc.errors import CocError, LaunchError
 from coc.launcher import agent, protocol, spawners
+from coc.launcher.environment import scheduler_allocation
 from coc.launcher.profiles import data_dir
 from coc.launcher.spawners.ssh import ssh_command
 
@@ -44,7 +45,7 @@ _TOKEN = "COC_BATCH_TOKEN"
 #: Placeholders a template may use (docs/launcher.md prints this table).
 PLACEHOLDERS = {
     "job_name": "coc-JOBID-SITE",
-    "nodes": "hosts of the site the job uses (ranks or gateway daemons)",
+    "nodes": "hosts of the site the job uses (ranks or gateway daemons; not the login host)",
     "ntasks": "ranks on the site (at least 1)",
     "tasks_per_node": "most ranks on one host",
     "walltime": "the batch setting 'walltime' (default 01:00:00)",
@@ -147,7 +148,10 @@ def script_values(plan, site):
     scheduler = SCHEDULERS[settings["scheduler"]]
     batch = dict(settings.get("batch") or {})
     ranks = [p for p in plan.placements if p.site == site]
-    hosts = {p.host for p in ranks} | {g.host for g in plan.gateways if g.site == site}
+    spawner = plan.spawner(site)
+    login = getattr(getattr(spawner, "inner", spawner), "agent_host", None)  # not in the job
+    hosts = ({p.host for p in ranks} | {g.host for g in plan.gateways if g.site == site}) - \
+        {login}
     per_host = [sum(p.host == h for p in ranks) for h in hosts]
     name = f"coc-{plan.job_id}-{site}"
     return {"job_name": name, "nodes": str(max(1, len(hosts))),
@@ -233,12 +237,53 @@ class BatchSpawner(spawners.Spawner):
         return self.inner.listen_host(host) if host == self._login else "0.0.0.0"
 
 
-class _JobAgent(agent.Agent):
-    """The agent inside a batch job: peers learn its node's address, not ``0.0.0.0``.
+#: How a batch job starts a program on another of its nodes with stdio connected.
+IN_JOB_LAUNCHERS = {
+    "slurm": lambda node: ["srun", "--nodes=1", "--ntasks=1", "--overlap", "--unbuffered",
+                           "--quiet", f"--nodelist={node}"],
+    "pbs": lambda node: ["pbsdsh", "-h", node, "--"],
+    "lsf": lambda node: ["blaunch", node],
+    "sge": lambda node: ["qrsh", "-inherit", node],
+}
 
-    The node's address is the one its connection to the relay on the login node leaves from,
-    so the site's hosts can reach it.
+
+def spread(job, allocation):
+    """Return ``job`` with its hosts mapped, in order, onto the batch job's nodes.
+
+    The first host runs on this node (the job's first, where the agent runs); each further
+    host gets a host agent on the next node, started with the scheduler's own launcher.
+
+    Examples
+    --------
+    >>> from coc.launcher.environment import Allocation
+    >>> job = {"hosts": {}, "gateways": [], "ranks": [{"host": "b1"}, {"host": "b2"}]}
+    >>> spread(job, Allocation("slurm", "7", (("n1", 2), ("n2", 2))))["hosts"]["b2"][:7]
+    ['srun', '--nodes=1', '--ntasks=1', '--overlap', '--unbuffered', '--quiet', '--nodelist=n2']
     """
+    nodes = [node for node, _ in allocation.hosts]
+    used = [item["host"] for key in ("gateways", "ranks") for item in job.get(key, ())
+            if item["host"] not in job.get("hosts", {})]
+    hosts = dict(job.get("hosts") or {})
+    for i, host in enumerate(dict.fromkeys(used)):
+        node = nodes[i % len(nodes)]
+        if node != nodes[0]:
+            hosts[host] = [*IN_JOB_LAUNCHERS[allocation.scheduler](node), sys.executable,
+                           "-m", spawners.AGENT_MODULE]
+    return {**job, "hosts": hosts}
+
+
+class _JobAgent(agent.Agent):
+    """The agent inside a batch job: spreads the site over the job's nodes, names its address.
+
+    Peers learn its node's address, not ``0.0.0.0``: the one its connection to the relay on
+    the login node leaves from, so the site's hosts can reach it.
+    """
+
+    async def start_job(self, job):
+        allocation = scheduler_allocation()
+        if allocation is not None and len(allocation.hosts) > 1:
+            job = spread(job, allocation)
+        await super().start_job(job)
 
     async def send(self, message):
         key = ("rank", message["rank"]) if "rank" in message else \

@@ -3,7 +3,8 @@
 No batch system runs here, so the end-to-end tests use a stated *test double*: a fake
 ``sbatch`` on PATH that records its arguments, starts the job script at once in the
 background (a scheduler with free nodes) and prints a job id as ``sbatch --parsable`` does,
-and a fake ``scancel`` that records what it cancels. Everything else is real: the relay
+and a fake ``scancel`` that records what it cancels; for a job of two nodes, the fake
+sbatch sets Slurm's variables in the job and a fake ``srun`` runs the command here. Everything else is real: the relay
 started by the site's spawner, the token, the job's agent connecting back, the ranks and
 gateway daemons. A real Slurm submission is tested with the Slurm spawner's tests.
 """
@@ -90,8 +91,16 @@ FAKE_SBATCH = """#!/bin/sh
 echo "sbatch $*" >> "$FAKE_LOG"
 script="$2"
 [ -n "$FAKE_QUEUED" ] && { echo 4242; exit 0; }     # a job that stays in the queue
+[ -n "$FAKE_NODES" ] && export SLURM_JOB_ID=4242 SLURM_JOB_NODELIST="$FAKE_NODES" \
+    SLURM_TASKS_PER_NODE="1(x2)"
 setsid sh -c 'echo $$ > "$FAKE_LOG.job"; exec sh "$0" > "$0.out" 2>&1 < /dev/null' "$script" &
 echo 4242
+"""
+FAKE_SRUN = """#!/bin/sh
+# test double for srun inside the job: log the node, run the command here, stdio connected
+while [ "${1#--}" != "$1" ]; do case "$1" in --nodelist=*) echo "srun $1" >> "$FAKE_LOG";; esac
+    shift; done
+exec "$@"
 """
 FAKE_SCANCEL = """#!/bin/sh
 echo "scancel $*" >> "$FAKE_LOG"
@@ -103,7 +112,8 @@ def fake_slurm(tmp_path):
     """A bin directory with the fake sbatch and scancel, and the profile of a batch site b."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("sbatch", FAKE_SBATCH), ("scancel", FAKE_SCANCEL)):
+    for name, text in (("sbatch", FAKE_SBATCH), ("scancel", FAKE_SCANCEL),
+                       ("srun", FAKE_SRUN)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     work = tmp_path / "work"
@@ -130,6 +140,19 @@ def test_a_batch_site_runs_once_its_job_starts(coc_run, fake_slurm):
     assert "batch job 4242 started" in result.stderr
     job = int(Path(f"{fake_slurm['log']}.job").read_text())
     assert_all_gone([job])                                   # the job ended with the run
+
+
+def test_a_two_node_batch_job_starts_its_second_node_through_srun(coc_run, fake_slurm):
+    result = coc_run("--batch", "--profile", fake_slurm["profile"], "--host", "a1:1",
+                     "--host", "b[1-2]:1", program("engine_ring.py"),
+                     env={**fake_slurm["env"], "FAKE_NODES": "n[1-2]"})
+    assert result.returncode == 0, result.stderr
+    got = sorted(json.loads(line)["got"] for line in result.stdout.splitlines())
+    assert got == ["hello from 0", "hello from 1", "hello from 2"]
+    log = fake_slurm["log"].read_text().splitlines()
+    assert log[1:] == ["srun --nodelist=n2"]               # b2's host agent on node n2
+    script = next(fake_slurm["work"].glob("coc-*-b.sh")).read_text()
+    assert "#SBATCH --nodes=3\n" in script                  # b1, b2 and the gateway b-gw
 
 
 def test_stopping_coc_run_while_queued_cancels_the_batch_job(start_coc_run, fake_slurm,
