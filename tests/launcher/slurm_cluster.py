@@ -4,7 +4,7 @@
 missing (root only), makes a munge key for the run, writes a ``slurm.conf`` for one node (this
 machine, on loopback, no cgroups: ``proctrack/linuxproc`` and ``task/none``) with its state,
 spool, logs and sockets under one directory, and starts the three daemons in the foreground
-as children of the test process, so they are stopped by pid. ``SLURM_CONF`` in
+as children of the test process, so they are stopped by pid (and die with it). ``SLURM_CONF`` in
 :attr:`SlurmCluster.env` points ``salloc``, ``srun`` and ``sinfo`` at it.
 
 Run it by hand with ``python tests/launcher/slurm_cluster.py`` (starts, runs ``srun hostname``,
@@ -19,6 +19,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from coc.launcher.agent import die_with_parent
 
 __all__ = ["SlurmCluster", "missing_reason", "start_cluster"]
 
@@ -113,7 +115,8 @@ class SlurmCluster:
         with log:
             self.processes[name] = subprocess.Popen(
                 [DAEMONS[name], *args], stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True)
+                stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=die_with_parent)       # a killed test run leaves no daemon
 
     def start(self, timeout=START_TIMEOUT):
         """Start munged, slurmctld and slurmd; wait until the node is idle."""

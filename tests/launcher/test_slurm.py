@@ -41,14 +41,14 @@ sites:
 
 
 @pytest.fixture(scope="session")
-def slurm():
+def slurm(tmp_path_factory):
     """A running one-node Slurm cluster (skips with the reason when it cannot run here)."""
     if os.geteuid() != 0:
         pytest.skip("a Slurm test cluster needs root (slurmd runs jobs as any user)")
     reason = missing_reason()
     if reason:
         pytest.skip(reason)
-    cluster = start_cluster()
+    cluster = start_cluster(tmp_path_factory.mktemp("slurm"))
     yield cluster
     cluster.stop()
 
