@@ -97,4 +97,11 @@ arr = comm.sendrecv(np.ones(500_000), rank, source=rank)
 ok.true("oob writable", arr.flags.writeable and arr.sum() == 500_000)
 
 comm.barrier()
+# A send never waited for still arrives: finalize (at exit) waits for every rank first.
+if size > 1 and rank == 0:
+    comm.isend(np.arange(300_000), size - 1, tag=99)
+elif size > 1 and rank == size - 1:
+    import time
+    time.sleep(0.5)
+    ok.equal("unwaited send at exit", comm.recv(source=0, tag=99), np.arange(300_000))
 ok.report()
