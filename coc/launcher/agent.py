@@ -25,9 +25,9 @@ from coc.launcher.rankside import CONTROL_FD
 
 __all__ = ["Agent", "main", "serve", "open_channel", "rank_socket", "die_with_parent", "MPIEXEC"]
 
-#: Set in the agent's environment by the ``mpiexec`` spawner: the site's mpiexec, which then
-#: starts the site's ranks (``coc.launcher.spawners.mpiexec``).
-MPIEXEC = "COC_MPIEXEC"
+#: Set in the agent's environment by the ``mpiexec`` spawner only: the site's mpiexec, which
+#: then starts the site's ranks (``coc.launcher.spawners.mpiexec``).
+MPIEXEC = "COC_AGENT_MPIEXEC"
 
 _READ_SIZE = 1 << 16
 _DRAIN_TIMEOUT = 1.0   # seconds to collect output after a process exits

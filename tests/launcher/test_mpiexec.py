@@ -113,3 +113,17 @@ def test_ctrl_c_stops_ranks_under_mpiexec_that_ignore_sigterm(start_coc_run, tmp
     assert proc.returncode == 130
     assert "coc-run: SIGINT received, job stopped" in err
     assert_all_gone(recorded_pids(tmp_path) | set(shepherds) | launchers, within=1.0)
+
+
+@pytest.mark.parametrize("mpiexec, status, words", [
+    ("false", 1, "mpiexec ended (exit code 1) before it started this rank"),
+    ("/nonexistent/mpiexec", 127, "cannot execute '/nonexistent/mpiexec': No such file"),
+])
+def test_a_site_mpiexec_that_fails_fails_its_ranks_only(coc_run, mpiexec, status, words):
+    result = coc_run(*SITES, "sh", "-c", 'echo "rank $COC_RANK ran"; sleep 2',
+                     env={"COC_MPIEXEC": mpiexec})
+    assert result.returncode == status
+    for rank in range(3):
+        assert f"coc-run: site a rank {rank}: {words}" in result.stderr
+    assert f"coc-run: rank 0 (site a, host a1) exited with code {status}" in result.stderr
+    assert "site b" not in result.stderr        # site b started its ranks itself

@@ -3,7 +3,7 @@
 Three parts, one per process that takes part:
 
 - ``coc-run``: :class:`MpiexecSpawner` starts the site's agent as the ``local`` spawner does,
-  with ``COC_MPIEXEC`` naming the site's ``mpiexec`` (:func:`find_mpiexec`).
+  with ``COC_AGENT_MPIEXEC`` naming the site's ``mpiexec`` (:func:`find_mpiexec`).
 - The agent: :func:`start_ranks` runs ``mpiexec -n K python -c SHEPHERD`` once for the
   site's K ranks, with ``COC_SITE_MPI=1`` (so
   ``coc.comm`` carries messages between them through mpi4py) and ``COC_CONTROL_SOCKET``,
@@ -39,8 +39,11 @@ from coc.launcher.agent import MPIEXEC, Child, die_with_parent, rank_socket
 from coc.launcher.rankside import CONTROL_SOCKET
 from coc.launcher.spawners.local import LocalSpawner
 
-__all__ = ["MpiexecSpawner", "find_mpiexec", "start_ranks", "SITE_MPI", "SHEPHERD"]
+__all__ = ["MpiexecSpawner", "USER_MPIEXEC", "find_mpiexec", "start_ranks", "SITE_MPI",
+           "SHEPHERD"]
 
+#: Environment variable naming the mpiexec to use, when the one found is not the right one.
+USER_MPIEXEC = "COC_MPIEXEC"
 #: Environment variable telling ``coc.comm`` that the site's MPI started the ranks.
 SITE_MPI = "COC_SITE_MPI"
 #: Variables that belong to the site's MPI: a rank keeps mpiexec's values.
@@ -57,8 +60,8 @@ def find_mpiexec(environ=None):
     puts it there, and a pyenv shim on PATH would cost a shell per start); then ``PATH``.
     """
     environ = os.environ if environ is None else environ
-    if environ.get(MPIEXEC):
-        return environ[MPIEXEC]
+    if environ.get(USER_MPIEXEC):
+        return environ[USER_MPIEXEC]
     beside = os.path.join(sysconfig.get_path("scripts"), "mpiexec")
     if os.access(beside, os.X_OK):
         return beside
@@ -71,11 +74,11 @@ class MpiexecSpawner(LocalSpawner):
     kind = "mpiexec"
 
     async def start(self, env):
-        """Start the agent with ``COC_MPIEXEC`` set; raise LaunchError when there is none."""
+        """Start the agent with ``COC_AGENT_MPIEXEC`` set; raise LaunchError if none is found."""
         mpiexec = find_mpiexec()
         if mpiexec is None:
             raise LaunchError("spawner 'mpiexec': no mpiexec found (pip install mpich mpi4py, "
-                              f"or set {MPIEXEC})", site=self.site)
+                              f"or set {USER_MPIEXEC})", site=self.site)
         return await super().start({**env, MPIEXEC: mpiexec})
 
 
@@ -210,7 +213,8 @@ async def start_ranks(agent, ranks, mpiexec):
         argv = [mpiexec, "-n", str(len(ranks)), sys.executable, "-c", SHEPHERD]
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv, env={**os.environ, CONTROL_SOCKET: path, SITE_MPI: "1"},
+                *argv, env={**{k: v for k, v in os.environ.items() if k != MPIEXEC},
+                            CONTROL_SOCKET: path, SITE_MPI: "1"},
                 stdin=asyncio.subprocess.DEVNULL, stdout=sys.stderr.fileno(),
                 start_new_session=True, preexec_fn=die_with_parent)
         except OSError as exc:
