@@ -393,11 +393,21 @@ class Communicator:
     def _send_piece(self, sendbuf):
         return None if sendbuf is IN_PLACE else contiguous(as_array(sendbuf)).reshape(-1)
 
-    def Gatherv(self, sendbuf, recvbuf, root=0):
+    def _multilevel(self, algorithm):
+        """Return True when the vector collectives should go through the multi-level ones."""
+        return base.use_topology(self._site_count(), self.size, algorithm)
+
+    def Gatherv(self, sendbuf, recvbuf, root=0, algorithm=None):
         """Gather every rank's ``sendbuf`` into ``recvbuf`` = [buf, counts, displs] at root."""
         self._endpoint(root)
         recv = as_vector(recvbuf, self.size) if self.rank == root else None
-        self._collective("gatherv", None, self._send_piece(sendbuf), recv, root)
+        piece = self._send_piece(sendbuf)
+        if self._multilevel(algorithm):          # the pieces travel as (unpickled) arrays
+            pieces = self.gather(piece, root, algorithm)
+            if recv is not None:
+                _place(recv, pieces)
+            return
+        self._collective("gatherv", None, piece, recv, root)
 
     def Scatterv(self, sendbuf, recvbuf, root=0):
         """Scatter the pieces of ``sendbuf`` = [buf, counts, displs] at root into ``recvbuf``."""
@@ -406,20 +416,28 @@ class Communicator:
         recv = None if recvbuf is IN_PLACE else as_array(recvbuf).reshape(-1)
         self._collective("scatterv", None, send, recv, root)
 
-    def Allgatherv(self, sendbuf, recvbuf):
+    def Allgatherv(self, sendbuf, recvbuf, algorithm=None):
         """Gather every rank's ``sendbuf`` into ``recvbuf`` = [buf, counts, displs] everywhere."""
         recv = as_vector(recvbuf, self.size)
         piece = self._send_piece(sendbuf)
         if piece is None:
             arr, counts, displs = recv
             piece = arr[displs[self.rank]:displs[self.rank] + counts[self.rank]].copy()
+        if self._multilevel(algorithm):
+            _place(recv, self.allgather(piece, algorithm))
+            return
         self._collective("gatherv", None, piece, recv, 0)
-        self.Bcast(recv[0], 0)
+        self.Bcast(recv[0], 0, algorithm)
 
-    def Alltoallv(self, sendbuf, recvbuf):
+    def Alltoallv(self, sendbuf, recvbuf, algorithm=None):
         """Send piece ``r`` of ``sendbuf`` to rank ``r``, receiving into pieces of ``recvbuf``."""
-        self._collective("alltoallv", None, as_vector(sendbuf, self.size),
-                         as_vector(recvbuf, self.size))
+        send, recv = as_vector(sendbuf, self.size), as_vector(recvbuf, self.size)
+        if self._multilevel(algorithm):
+            arr, counts, displs = send
+            _place(recv, self.alltoall([arr[d:d + n] for n, d in zip(counts, displs)],
+                                       algorithm))
+            return
+        self._collective("alltoallv", None, send, recv)
 
     Gather = Gatherv
     Scatter = Scatterv
@@ -514,6 +532,14 @@ def _wait(comm, request):
 def _check_tag(tag):
     if not 0 <= tag <= MAX_TAG:
         raise ValueError(f"tag {tag} out of range 0..{MAX_TAG}")
+
+
+def _place(recv, pieces):
+    """Copy ``pieces[r]`` into piece ``r`` of ``recv`` = (array, counts, displs); None: skip."""
+    arr, counts, displs = recv
+    for piece, n, d in zip(pieces, counts, displs):
+        if piece is not None:
+            arr[d:d + n] = piece
 
 
 def _store(recvbuf, result):

@@ -8,7 +8,8 @@ pytestmark = pytest.mark.timeout(120)
 #: Messages crossing between the two sites with the multi-level algorithms (any rank count
 #: with ranks on both sites): one per site pair for rooted operations, one each way otherwise.
 TOPOLOGY_CROSSINGS = {"bcast": 1, "reduce": 1, "gather": 1, "allreduce": 2, "Allreduce": 2,
-                      "barrier": 2, "allgather": 2, "alltoall": 2}
+                      "barrier": 2, "allgather": 2, "alltoall": 2, "Allgather": 2,
+                      "Alltoall": 2}
 
 
 @pytest.mark.parametrize("n", [4, 8])

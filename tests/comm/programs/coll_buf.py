@@ -85,24 +85,31 @@ for root in roots:
     piece = np.zeros(rank + 1, "i8")
     comm.Scatterv([send, counts] if rank == root else None, piece, root)
     ok.equal(f"Scatterv root={root}", piece, np.full(rank + 1, rank * 10, "i8"))
-out = np.zeros(2 * size, "u1")
-comm.Allgather(np.full(2, rank, "u1"), out)
-ok.equal("Allgather", out, np.repeat(np.arange(size, dtype="u1"), 2))
-counts = [r % 3 for r in range(size)]
-out = np.zeros(sum(counts))
-comm.Allgatherv(np.full(counts[rank], float(rank)), [out, counts])
-ok.equal("Allgatherv", out, np.concatenate([np.full(c, float(r)) for r, c in enumerate(counts)]))
-send = np.array([rank * 100 + d for d in range(size)], "i4")
-out = np.zeros(size, "i4")
-comm.Alltoall(send, out)
-ok.equal("Alltoall", out, np.array([s * 100 + rank for s in range(size)], "i4"))
-scounts = [d + 1 for d in range(size)]
-rcounts = [rank + 1] * size
-send = np.concatenate([np.full(d + 1, rank * 10 + d, "f8") for d in range(size)])
-out = np.zeros(sum(rcounts))
-comm.Alltoallv([send, scounts], [out, rcounts])
-ok.equal("Alltoallv", out, np.concatenate([np.full(rank + 1, s * 10 + rank, "f8")
-                                           for s in range(size)]))
+for algorithm in ("flat", "topology"):
+    tag = f"[{algorithm}]"
+    out = np.zeros(2 * size, "u1")
+    comm.Allgather(np.full(2, rank, "u1"), out, algorithm=algorithm)
+    ok.equal(f"{tag} Allgather", out, np.repeat(np.arange(size, dtype="u1"), 2))
+    counts = [r % 3 for r in range(size)]
+    out = np.zeros(sum(counts))
+    comm.Allgatherv(np.full(counts[rank], float(rank)), [out, counts], algorithm=algorithm)
+    ok.equal(f"{tag} Allgatherv", out,
+             np.concatenate([np.full(c, float(r)) for r, c in enumerate(counts)]))
+    send = np.array([rank * 100 + d for d in range(size)], "i4")
+    out = np.zeros(size, "i4")
+    comm.Alltoall(send, out, algorithm=algorithm)
+    ok.equal(f"{tag} Alltoall", out, np.array([s * 100 + rank for s in range(size)], "i4"))
+    scounts = [d + 1 for d in range(size)]
+    rcounts = [rank + 1] * size
+    send = np.concatenate([np.full(d + 1, rank * 10 + d, "f8") for d in range(size)])
+    out = np.zeros(sum(rcounts))
+    comm.Alltoallv([send, scounts], [out, rcounts], algorithm=algorithm)
+    ok.equal(f"{tag} Alltoallv", out, np.concatenate([np.full(rank + 1, s * 10 + rank, "f8")
+                                                      for s in range(size)]))
+    out = np.zeros(3 * size, "i2")
+    comm.Gather(np.full(3, rank, "i2"), out, size - 1, algorithm=algorithm)
+    if rank == size - 1:
+        ok.equal(f"{tag} Gather", out, np.repeat(np.arange(size, dtype="i2"), 3))
 out, mine = np.zeros(4), np.full(4, rank + 1.0)
 comm.Scan(mine, out)
 ok.equal("Scan", out, np.full(4, float(sum(range(1, rank + 2)))))

@@ -32,11 +32,15 @@ operations = {
     "gather": lambda alg: comm.gather(rank, root, algorithm=alg),
     "allgather": lambda alg: comm.allgather(rank, algorithm=alg),
     "alltoall": lambda alg: comm.alltoall([(rank, d) for d in range(size)], algorithm=alg),
+    "Allgather": lambda alg: comm.Allgather(np.full(4, rank), np.empty(4 * size, int),
+                                            algorithm=alg),
+    "Alltoall": lambda alg: comm.Alltoall(np.arange(size), np.empty(size, int), algorithm=alg),
 }
 expected = {"bcast": np.arange(100), "reduce": sum(range(size)) if rank == root else None,
             "allreduce": np.full(100, sum(range(size))), "Allreduce": None, "barrier": None,
             "gather": list(range(size)) if rank == root else None,
-            "allgather": list(range(size)), "alltoall": [(s, rank) for s in range(size)]}
+            "allgather": list(range(size)), "alltoall": [(s, rank) for s in range(size)],
+            "Allgather": None, "Alltoall": None}
 crossings, seconds = {}, {}
 for name, run in operations.items():
     for algorithm in ("flat", "topology"):
