@@ -223,14 +223,16 @@ def test_a_lost_ssh_connection_ends_the_job_naming_site_and_host(site, tmp_path)
     start = time.monotonic()
     proc = site["bed"].popen("a-gw", [*COC_RUN, "--testbed", site["bed"].name, "--profile",
                                       str(_profile(site, tmp_path)), "--site", "a=1",
-                                      "--site", "b=1", "sleep", "30"],
+                                      "--site", "b=1", "sh", "-c",
+                                      'touch "$0.$COC_RANK"; exec sleep 30',
+                                      str(tmp_path / "started")],
                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, stdin=subprocess.DEVNULL)
     try:
-        while not (sessions := _children(listener) - before):
-            assert time.monotonic() - start < 10, "no ssh session appeared"
-            time.sleep(0.05)
-        time.sleep(1.0)                                  # the job is running
+        while not (tmp_path / "started.0").exists() or not (tmp_path / "started.1").exists():
+            assert time.monotonic() - start < 15, "the job did not start"
+            time.sleep(0.05)                             # the job is running on both sites
+        sessions = _children(listener) - before
         for pid in sessions:
             os.kill(pid, signal.SIGKILL)                 # the connection dies with its server
         out, err = proc.communicate(timeout=20)
@@ -241,7 +243,7 @@ def test_a_lost_ssh_connection_ends_the_job_naming_site_and_host(site, tmp_path)
     assert proc.returncode == 1, err
     assert f"site b (ssh {site['login']}): connection failed or lost" in err
     assert "site b: its agent died" in err
-    assert time.monotonic() - start < 15
+    assert time.monotonic() - start < 25
     sshd_b1 = site["sshd"]["b1"].pid
     leftover = {int(p) for p in site["bed"].exec(
         "b1", ["ip", "netns", "pids", f"coc:{site['bed'].name}:b1"], capture_output=True,
