@@ -4,7 +4,9 @@ Every variant starts the same trivial program with 16 ranks (``--ranks``): each 
 job (``coc.init()`` under coc-run, ``MPI_Init`` through mpi4py under mpiexec), then rank 0
 sends one small object to the last rank, which prints the wall-clock time it got it.
 Launch-to-first-message is that time minus the moment the launcher command was started (the
-same clock: one machine); the wall time of the whole command, to its exit, is reported too.
+same clock: one machine); the wall time of the whole command, to its exit, is reported too,
+and the CPU time (user + system) of every process of the launch, which the machine's load
+hardly changes.
 
 Variants, run round-robin so drifting load hits them alike:
 
@@ -24,6 +26,7 @@ users get (see shared MEASURING.md). Run: ``python benchmarks/launch.py [--repea
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,19 +53,26 @@ def rank_main(kind):
         print(f"first-message {time.time():.6f}", flush=True)
 
 
+def _children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_once(argv):
-    """Run one launch; return (seconds to the first message, seconds to exit)."""
+    """Run one launch; return seconds to the first message, to exit, and CPU seconds used."""
+    cpu = _children_cpu()
     started = time.time()
     result = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT,
                             stdin=subprocess.DEVNULL)
     ended = time.time()
+    cpu = _children_cpu() - cpu
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stderr}")
     stamps = [float(line.split()[1]) for line in result.stdout.splitlines()
               if line.startswith("first-message ")]
     if len(stamps) != 1:
         raise RuntimeError(f"{' '.join(argv)} printed {result.stdout!r}")
-    return stamps[0] - started, ended - started
+    return stamps[0] - started, ended - started, cpu
 
 
 def variants(ranks, netns):
@@ -104,15 +114,14 @@ def _testbed(action):
 
 
 def measure(found, repeat):
-    """Return ``{name: {"first": [s, ...], "exit": [s, ...]}}``, runs interleaved."""
-    times = {name: {"first": [], "exit": []} for name in found}
+    """Return ``{name: {"first": [s, ...], "exit": [...], "cpu": [...]}}``, runs interleaved."""
+    times = {name: {"first": [], "exit": [], "cpu": []} for name in found}
     for name, argv in found.items():          # warm-up: page cache, .pyc files
         run_once(argv)
     for _ in range(repeat):
         for name, argv in found.items():
-            first, end = run_once(argv)
-            times[name]["first"].append(first)
-            times[name]["exit"].append(end)
+            for key, value in zip(("first", "exit", "cpu"), run_once(argv)):
+                times[name][key].append(value)
     return times
 
 
@@ -120,12 +129,14 @@ def report(times, skipped, ranks, repeat):
     """Print the medians and ratios to mpiexec as a table."""
     print(f"launch of {ranks} ranks, median of {repeat} runs (unpinned, "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
-    print(f"{'launcher':<28} {'first message':>14} {'exit':>8} {'ratio':>7}")
-    base = statistics.median(times["mpiexec"]["first"]) if "mpiexec" in times else None
+    print(f"{'launcher':<28} {'first message':>14} {'exit':>8} {'CPU':>8} {'ratio':>7} "
+          f"{'CPU ratio':>9}")
+    base = {key: statistics.median(times["mpiexec"][key]) for key in ("first", "cpu")} \
+        if "mpiexec" in times else None
     for name, t in times.items():
-        first, end = statistics.median(t["first"]), statistics.median(t["exit"])
-        ratio = f"{first / base:6.2f}x" if base else "     -"
-        print(f"{name:<28} {first:>12.3f} s {end:>6.3f} s {ratio}")
+        first, end, cpu = (statistics.median(t[key]) for key in ("first", "exit", "cpu"))
+        ratios = f"{first / base['first']:6.2f}x {cpu / base['cpu']:8.2f}x" if base else ""
+        print(f"{name:<28} {first:>12.3f} s {end:>6.3f} s {cpu:>6.2f} s {ratios}")
     for name, why in skipped.items():
         print(f"{name:<28} not run: {why}")
 
