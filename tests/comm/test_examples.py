@@ -27,3 +27,9 @@ def test_allreduce_crosses_sites_less_with_topology():
     lines = run_example("allreduce.py", 8).splitlines()
     crossed = {line.split(":")[0].strip(): int(line.split(", ")[1].split()[0]) for line in lines}
     assert crossed == {"flat": 8, "topology": 2}
+
+
+def test_asyncio_service():
+    out = run_example("asyncio_service.py", 4)
+    assert "rank 0 answered 9 requests" in out
+    assert "rank 3 on site b got [900, 961, 1024]" in out
