@@ -100,6 +100,23 @@ def test_coc_run_in_an_allocation_starts_its_site_through_srun(slurm, topology_f
 
 
 @pytest.mark.root
+def test_a_batch_script_runs_coc_run_with_sbatch_wait(slurm, topology_file, tmp_path):
+    script = tmp_path / "job.sh"
+    script.write_text(f"""#!/bin/sh
+#SBATCH --nodes=1 --ntasks=2 --output={tmp_path}/job.out
+{' '.join(COC_RUN)} --topology {topology_file} --site a=2 --site b=1 --tag-output \\
+    {program("site_mpi.py")} 1 5
+echo "coc-run exited with $?"
+""")
+    result = subprocess.run(["sbatch", "--wait", "--quiet", str(script)], env=slurm.env,
+                            capture_output=True, text=True, timeout=60)
+    output = (tmp_path / "job.out").read_text()
+    assert result.returncode == 0, result.stderr + output
+    assert f"coc-run: rank 1 (site a, host {HOST}) exited with code 5" in output
+    assert output.rstrip().endswith("coc-run exited with 5")
+
+
+@pytest.mark.root
 def test_the_plan_takes_hosts_and_slots_from_the_allocation(slurm, topology_file):
     result = salloc(slurm, 3, "--topology", topology_file, "--dry-run", "true")
     assert result.returncode == 0, result.stderr
