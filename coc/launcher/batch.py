@@ -142,14 +142,19 @@ def _template(site, settings):
         raise LaunchError(f"batch template {name}: {exc.strerror}", site=site) from None
 
 
+def _login_host(settings, G):
+    """Return the site's login host when it is a topology host (its processes run there)."""
+    login = settings.get("login")
+    return login if login in G else None
+
+
 def script_values(plan, site):
     """Return the values of :data:`PLACEHOLDERS` for ``site``, callback and token left open."""
     settings = plan.settings[site]
     scheduler = SCHEDULERS[settings["scheduler"]]
     batch = dict(settings.get("batch") or {})
     ranks = [p for p in plan.placements if p.site == site]
-    spawner = plan.spawner(site)
-    login = getattr(getattr(spawner, "inner", spawner), "agent_host", None)  # not in the job
+    login = _login_host(settings, plan.topology)        # its processes are not in the job
     hosts = ({p.host for p in ranks} | {g.host for g in plan.gateways if g.site == site}) - \
         {login}
     per_host = [sum(p.host == h for p in ranks) for h in hosts]
@@ -222,7 +227,7 @@ class BatchSpawner(spawners.Spawner):
 
     @property
     def _login(self):
-        return getattr(self.inner, "agent_host", None)
+        return _login_host(self.settings, self.topology)
 
     def host_agent_argv(self, host):
         """Return ssh to the login host for its processes; the job's own run in the job."""

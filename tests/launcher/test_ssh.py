@@ -37,9 +37,20 @@ pytestmark = [pytest.mark.root,
 
 SSHD = "/usr/sbin/sshd"
 HELLO = textwrap.dedent("""
-    import json, os
+    import glob, json, os
     import coc
+    from coc.launcher.rankside import credentials
     comm = coc.init()
+    secret = credentials()["secret"].hex().encode()
+
+    def shown(path):                  # processes whose command line or environment has it
+        try:
+            return secret in open(path, "rb").read()
+        except OSError:
+            return False
+
+    leaks = [p for p in glob.glob("/proc/[0-9]*/cmdline") + glob.glob("/proc/[0-9]*/environ")
+             if shown(p)]
     if comm.rank == 0:
         comm.send("over ssh and two gateways", dest=comm.size - 1, tag=3)
         print(json.dumps({"rank": 0, "answer": comm.recv(source=comm.size - 1, tag=4)}))
@@ -47,7 +58,7 @@ HELLO = textwrap.dedent("""
         got = comm.recv(source=0, tag=3)
         comm.send(got.upper(), dest=0, tag=4)
         print(json.dumps({"rank": comm.rank, "got": got, "host": os.environ["COC_HOST"],
-                          "cwd": os.getcwd()}))
+                          "cwd": os.getcwd(), "leaks": leaks}))
 """)
 
 
@@ -166,6 +177,7 @@ def _check_hello(result):
     assert lines[0]["answer"] == "OVER SSH AND TWO GATEWAYS"
     assert lines[last]["got"] == "over ssh and two gateways"
     assert lines[last]["host"] == "b1"
+    assert lines[last]["leaks"] == []   # ssh, sshd, agents, ranks: no command line shows it
     return lines
 
 
