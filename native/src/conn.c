@@ -682,8 +682,9 @@ int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_req
     it->off = off;
     it->data = payload;
     int pending = 0;
-    if (h->len && req && c->copied + h->len > COC__COPY_BUDGET) {
-        /* the receiver is not keeping up: stop copying, let the sender wait */
+    if (req && (c->state != COC__CS_OPEN || c->copied + h->len > COC__COPY_BUDGET)) {
+        /* not connected yet (if the set-up fails, the send must fail, not vanish), or
+         * the receiver is not keeping up: do not copy, let the sender wait */
         it->req = req;
         req->busy = 1;
         pending = 1;

@@ -231,8 +231,8 @@ void coc__conn_push(coc__conn *c, coc__item *it);                  /* lock: queu
 void coc__conn_flush(coc__conn *c);                                 /* lock */
 void coc__conn_fail(coc__conn *c, int err, const char *why);        /* lock: mark dead */
 /* lock: write or queue a frame. The payload is copied while the connection's copy budget
- * lasts (0: done); past it, with req given, it is queued by reference and req completes
- * when it is written (1: pending). */
+ * lasts (0: done); past it, or before the connection is open, with req given, it is
+ * queued by reference and req completes when it is written (1: pending). */
 int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_request *req);
 void coc__conn_reap(coc_engine *e);                                 /* plock + lock: free dead ones */
 int coc__conn_parse(coc__conn *c);                                  /* plock: parse buffered bytes */

@@ -11,6 +11,7 @@
 
 #define T_SECOND 1000000000LL
 static const uint8_t t_secret[] = "0123456789abcdef-test-secret";
+static uint32_t t_handshake_ms; /* 0: the engine's default */
 
 /* Open an engine with id `id`; listen on TCP loopback when tcp is set. */
 static inline coc_engine *t_open(uint32_t id, uint32_t flags, int tcp, size_t eager, size_t fragment,
@@ -27,7 +28,7 @@ static inline coc_engine *t_open(uint32_t id, uint32_t flags, int tcp, size_t ea
     cfg.eager_limit = eager;
     cfg.fragment_size = fragment;
     cfg.forward_window = window;
-    cfg.handshake_timeout_ms = 2000;
+    cfg.handshake_timeout_ms = t_handshake_ms;
     int rc = coc_engine_open(&cfg, &e);
     if (rc < 0) {
         fprintf(stderr, "coc_engine_open(%u): %s\n", id, coc_strerror(rc));

@@ -89,6 +89,7 @@ static void send_frame(int fd, const coc__hdr *h, const void *payload)
 
 int main(void)
 {
+    t_handshake_ms = 2000;
     coc_engine *b = t_open(2, 0, 1, 0, 0, 0);
     coc_status st;
 

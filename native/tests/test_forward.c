@@ -26,7 +26,6 @@ static void stream(coc_engine *src, uint32_t src_id, coc_engine *dst, uint32_t d
             CHECK(st.error == 0 && st.count == BIG && memcmp(in, payload, BIG) == 0);
             coc_request_free(r);
         } else {
-            free(buf); /* eager sends are copied or written before isend returns */
             CHECK_RC(coc_irecv(dst, (int32_t)src_id, 1, 3, in, BIG, &r));
             coc_status st = t_wait(r);
             int got;
@@ -36,6 +35,8 @@ static void stream(coc_engine *src, uint32_t src_id, coc_engine *dst, uint32_t d
         }
         CHECK(t_wait(s[i]).error == 0);
         coc_request_free(s[i]);
+        if (buf != payload)
+            free(buf); /* only now: a send may read its buffer until it completes */
     }
     free(s);
     free(payload);

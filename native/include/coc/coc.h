@@ -176,6 +176,8 @@ typedef struct coc_status {
  * A message up to eager_limit completes at once when it is written or copied; copies are
  * bounded per connection (4 MiB), so while a receiver does not keep up, further small
  * sends stay pending until their bytes are written (the sender's memory stays bounded).
+ * Sends on a connection still being set up also wait to be written, so a connection that
+ * cannot be made fails them (COC_EPEERLOST) instead of losing them.
  * Returns COC_ENOROUTE without a route (or without an address for its next hop), or
  * -errno when connecting to the next hop fails at once (e.g. -ECONNREFUSED on a unix
  * socket); a connection that fails later completes the request with COC_EPEERLOST.
