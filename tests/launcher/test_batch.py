@@ -4,15 +4,17 @@ No batch system runs here, so the end-to-end tests use a stated *test double*: a
 ``sbatch`` on PATH that records its arguments, starts the job script at once in the
 background (a scheduler with free nodes) and prints a job id as ``sbatch --parsable`` does,
 and a fake ``scancel`` that records what it cancels; for a job of two nodes, the fake
-sbatch sets Slurm's variables in the job and a fake ``srun`` runs the command here. Everything else is real: the relay
-started by the site's spawner, the token, the job's agent connecting back, the ranks and
+sbatch sets Slurm's variables in the job and a fake ``srun`` runs the command here.
+Everything else is real: the relay started by the site's spawner, the token, the job's agent connecting back, the ranks and
 gateway daemons. A real Slurm submission is tested with the Slurm spawner's tests.
 """
 
 import json
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -20,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from coc.errors import LaunchError, TopologyWarning
-from coc.launcher import batch
+from coc.launcher import batch, protocol
 from coc.launcher.plan import make_plan
 from coc.topology import load
 
-from launcher_helpers import COC_RUN, assert_all_gone, program
+from launcher_helpers import assert_all_gone, program
 
 GOLDEN = Path(__file__).parents[1] / "data" / "launcher" / "batch"
 SETTINGS = {"python": "/opt/coc/bin/python", "workdir": "/scratch/me/run",
@@ -174,13 +176,10 @@ def test_stopping_coc_run_while_queued_cancels_the_batch_job(start_coc_run, fake
 
 def test_a_wrong_token_learns_nothing(tmp_path):
     """A process that connects to the relay without the token is dropped, unanswered."""
-    import socket
-    import sys
     relay = subprocess.Popen([sys.executable, "-m", "coc.launcher.batch"], cwd=tmp_path,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True)
     try:
-        from coc.launcher import protocol
         fake = tmp_path / "fake-submit"
         fake.write_text("#!/bin/sh\necho 7\n")
         fake.chmod(0o755)
