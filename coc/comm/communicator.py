@@ -166,7 +166,8 @@ class Communicator:
     def send(self, obj, dest, tag=0):
         """Send ``obj`` to rank ``dest`` (returns when ``obj`` may be changed)."""
         if dest != PROC_NULL:
-            run(transport.sent(self._post_obj(obj, dest, tag)), self)
+            for part in self._post_obj(obj, dest, tag):
+                _wait(self, part)
 
     def _post_obj(self, obj, dest, tag):
         _check_tag(tag)
@@ -185,7 +186,13 @@ class Communicator:
 
     def recv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receive and return an object from ``source`` with ``tag``."""
-        return self.irecv(buf, source, tag).wait(status)
+        if source == PROC_NULL:
+            return self.irecv(buf, source, tag).wait(status)
+        self._endpoint(source)
+        obj, st = run(self._recv_obj(source, tag), self)
+        if status is not None:
+            status._fill(st)
+        return obj
 
     def sendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
                  recvtag=ANY_TAG, status=None):
