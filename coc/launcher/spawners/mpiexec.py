@@ -135,12 +135,14 @@ async def _attach(agent, conn, ranks, attached):
     env = {k: v for k, v in rank["env"].items() if k not in _MPI_OWNED}
     fds = [out_w, err_w, theirs.fileno(), *([in_r] if in_r is not None else [])]
     start = {"type": "start", "rank": rank["rank"], "argv": rank["argv"], "env": env}
-    try:
-        socket.send_fds(conn, [protocol.encode(start)], fds)
+    message = protocol.encode(start)
+    try:          # the fds travel with the header; the body may exceed the socket's buffer
+        socket.send_fds(conn, [message[:4]], fds)
     finally:
         for fd in fds[:2] + fds[3:]:
             os.close(fd)
         theirs.close()
+    await loop.sock_sendall(conn, message[4:])
     reader, writer = await asyncio.open_unix_connection(sock=conn)
     started = await protocol.read_message(reader)
     if started is None or started["type"] != "started":
@@ -203,7 +205,7 @@ async def start_ranks(agent, ranks, mpiexec):
     Returns once every rank has started (as the ``local`` agent does), so messages that
     follow the job, such as rank 0's stdin, find their rank.
     """
-    directory = tempfile.mkdtemp(prefix="coc-mpiexec-")
+    directory = tempfile.mkdtemp(prefix="coc-mpiexec-")    # 0700: only we may connect
     path = os.path.join(directory, "control")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
