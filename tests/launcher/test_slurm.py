@@ -10,11 +10,13 @@ import signal
 import socket
 import subprocess
 import sys
+from importlib.util import find_spec
 
 import pytest
 
 from coc import topology
 from coc.errors import LaunchError
+from coc.launcher.spawners.mpiexec import find_mpiexec
 from coc.launcher.spawners.slurm import SlurmSpawner
 from launcher_helpers import COC_RUN, assert_all_gone, program, recorded_pids, wait_for_files
 from slurm_cluster import missing_reason, start_cluster
@@ -97,6 +99,23 @@ def test_coc_run_in_an_allocation_starts_its_site_through_srun(slurm, topology_f
         else:
             assert tag == f"[b/b1/{rank}]" and step is None
     assert reports[3][1]["stats"]["inter_site_messages"] == 1       # 3 -> 4 crossed over
+
+
+@pytest.mark.root
+@pytest.mark.skipif(find_spec("mpi4py") is None or find_mpiexec() is None,
+                    reason="needs MPICH's mpiexec and mpi4py (pip install mpich mpi4py)")
+def test_the_site_mpiexec_in_an_allocation_starts_its_ranks_as_a_slurm_step(slurm,
+                                                                            topology_file):
+    result = salloc(slurm, 4, "--topology", topology_file, "--site", "a=4", "--site", "b=2",
+                    "--spawner", "a=mpiexec", program("site_mpi.py"))
+    assert result.returncode == 0, result.stderr
+    reports = sorted((json.loads(line) for line in result.stdout.splitlines()),
+                     key=lambda r: r["rank"])
+    assert [r["got"] for r in reports] == [{"from": (r - 1) % 6} for r in range(6)]
+    for report in reports[:4]:      # MPICH's Hydra started its proxy with srun: one step
+        assert report["mpi"] == [report["rank"], 4]
+        assert report["slurm"][1] is not None and report["slurm"][1].isdigit()
+    assert [r["stats"]["site_mpi_messages"] for r in reports] == [1, 1, 1, 0, 0, 0]
 
 
 @pytest.mark.root
