@@ -127,3 +127,15 @@ def test_a_site_mpiexec_that_fails_fails_its_ranks_only(coc_run, mpiexec, status
         assert f"coc-run: site a rank {rank}: {words}" in result.stderr
     assert f"coc-run: rank 0 (site a, host a1) exited with code {status}" in result.stderr
     assert "site b" not in result.stderr        # site b started its ranks itself
+
+
+def test_two_sites_each_under_its_own_mpiexec_are_two_mpi_jobs(coc_run):
+    result = coc_run("--site", "a=2", "--site", "b=2", "--spawner", "a=mpiexec",
+                     "--spawner", "b=mpiexec", program("site_mpi.py"))
+    assert result.returncode == 0, result.stderr
+    reports = sorted((json.loads(line) for line in result.stdout.splitlines()),
+                     key=lambda r: r["rank"])
+    assert [r["mpi"] for r in reports] == [[0, 2], [1, 2], [0, 2], [1, 2]]
+    assert [r["got"] for r in reports] == [{"from": (r - 1) % 4} for r in range(4)]
+    assert [r["stats"]["site_mpi_messages"] for r in reports] == [1, 0, 1, 0]
+    assert [r["stats"]["inter_site_messages"] for r in reports] == [0, 1, 0, 1]
