@@ -18,8 +18,8 @@ from coc.comm.world import (Wtick, Wtime, counters, finalize, init, initialized,
 
 __all__ = ["init", "finalize", "initialized", "Wtime", "Wtick", "Communicator", "Request",
            "Status", "Op", "waitall", "waitany", "testall", "testany", "ANY_SOURCE",
-           "ANY_TAG", "MAX_TAG", "PROC_NULL", "UNDEFINED", "IN_PLACE", "SUM", "PROD", "MIN", "MAX", "LAND",
-           "LOR", "LXOR", "BAND", "BOR", "BXOR", "MINLOC", "MAXLOC", "REPLACE",
+           "ANY_TAG", "MAX_TAG", "PROC_NULL", "UNDEFINED", "IN_PLACE", "SUM", "PROD", "MIN",
+           "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR", "MINLOC", "MAXLOC", "REPLACE",
            "set_unpickler", "unpickler_mode", "set_collective_algorithm",
            "collective_algorithm", "CollectiveMismatchError", "counters", "reset_counters",
            "COMM_WORLD"]

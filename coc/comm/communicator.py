@@ -64,6 +64,7 @@ class Communicator:
         self._context = block * transport.CONTEXTS
         self._block = block
         self._tags = 0
+        self._op_tag = None            # set while a non-blocking collective advances
         self._hier = None
         self.name = name
         self.rank = self._of_world[world.rank]
@@ -141,8 +142,20 @@ class Communicator:
         return world.engine.irecv(buf, self._endpoint(source), tag, self._context + slot)
 
     def _next_collective_tag(self):
+        if self._op_tag is not None:
+            return self._op_tag
         self._tags = (self._tags + 1) & transport.OWN_TAGS
         return self._tags
+
+    def _nonblocking(self, name, *args, then=None):
+        """Start flat collective ``name`` as a :class:`Request` (mpi4py's ``I...`` methods).
+
+        Every message of the operation carries one tag taken now, in program order, so
+        several operations in flight never take each other's messages.
+        """
+        steps = base.one_tag(self, getattr(flat, name)(self, *args),
+                             self._next_collective_tag())
+        return Request(steps if then is None else base.then(steps, then), self)
 
     def _hierarchy(self):
         if self._hier is None:
@@ -450,6 +463,53 @@ class Communicator:
     Scatter = Scatterv
     Allgather = Allgatherv
     Alltoall = Alltoallv
+
+    # -- non-blocking collectives (flat algorithms) -----------------------------------------
+    def ibarrier(self):
+        """Start a barrier; the request completes once every rank has entered."""
+        return self._nonblocking("barrier")
+
+    Ibarrier = ibarrier
+
+    def ibcast(self, obj=None, root=0):
+        """Start a broadcast of ``root``'s ``obj``; ``wait()`` returns it."""
+        self._endpoint(root)
+        return self._nonblocking("bcast", obj, root)
+
+    def Ibcast(self, buf, root=0):
+        """Start broadcasting ``root``'s buffer into ``buf``."""
+        self._endpoint(root)
+        arr = as_array(buf)
+        data = contiguous(arr)
+        return self._nonblocking("bcast", data, root, True,
+                                 then=lambda result: _store(buf, result))
+
+    def ireduce(self, sendobj, op=SUM, root=0):
+        """Start a reduction to ``root``; ``wait()`` returns the result there."""
+        self._endpoint(root)
+        return self._nonblocking("reduce", sendobj, _op(op), root)
+
+    def iallreduce(self, sendobj, op=SUM):
+        """Start a reduction whose result every rank's ``wait()`` returns."""
+        return self._nonblocking("allreduce", sendobj, _op(op))
+
+    def Iallreduce(self, sendbuf, recvbuf, op=SUM):
+        """Start reducing every rank's ``sendbuf`` into ``recvbuf`` on every rank."""
+        return self._nonblocking("allreduce", self._accumulator(sendbuf, recvbuf), _op(op),
+                                 True, then=lambda result: _store(recvbuf, result))
+
+    def igather(self, sendobj, root=0):
+        """Start gathering every rank's ``sendobj`` at ``root``."""
+        self._endpoint(root)
+        return self._nonblocking("gather", sendobj, root)
+
+    def iallgather(self, sendobj):
+        """Start gathering every rank's ``sendobj`` on every rank."""
+        return self._nonblocking("allgather", sendobj)
+
+    def ialltoall(self, sendobj):
+        """Start an all-to-all exchange of the items of ``sendobj``."""
+        return self._nonblocking("alltoall", sendobj)
 
     # -- communicators --------------------------------------------------------------------
     def _agree_block(self):

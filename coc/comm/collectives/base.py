@@ -91,6 +91,30 @@ def check_signature(comm, name, args):
                 f"{mine[1]} and buffer sizes {mine[2]}")
 
 
+def one_tag(comm, steps, tag):
+    """Drive the generator ``steps`` with every :class:`Call` on ``comm`` using ``tag``."""
+    statuses, error = None, None
+    while True:
+        comm._op_tag = tag
+        try:
+            parts = steps.send(statuses) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            comm._op_tag = None
+        try:
+            statuses, error = (yield parts), None
+        except Exception as exc:  # noqa: BLE001 - handed to the algorithm
+            statuses, error = None, exc
+
+
+def then(steps, finish):
+    """Run the generator ``steps``, then ``finish(value)``; return the value (generator)."""
+    value = yield from steps
+    finish(value)
+    return value
+
+
 class Call:
     """The messages of one collective call on ``comm`` (see the module docstring)."""
 

@@ -125,5 +125,12 @@ out = np.full(4, -1.0)
 comm.Exscan(np.full(4, rank + 1.0), out)
 ok.equal("Exscan", out, np.full(4, float(sum(range(1, rank + 1))) if rank else -1.0))
 
+sums, grid = np.zeros(100_000), np.arange(12.0).reshape(3, 4) if rank == 0 else np.zeros((3, 4))
+reqs = [comm.Iallreduce(np.full(100_000, float(rank)), sums), comm.Ibcast(grid, 0),
+        comm.Ibarrier()]
+comm.Allreduce(np.ones(3), np.empty(3))
+coc.Request.Waitall(reqs)
+ok.equal("Iallreduce", sums, np.full(100_000, float(sum(range(size)))))
+ok.equal("Ibcast", grid, np.arange(12.0).reshape(3, 4))
 comm.Barrier()
 ok.report()

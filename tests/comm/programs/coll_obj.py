@@ -88,6 +88,21 @@ for algorithm in ("flat", "topology"):
     ok.equal(f"{tag} allreduce", mixed.allreduce(mr, coc.MAX, algorithm=algorithm), ms - 1)
     mixed.barrier(algorithm=algorithm)
 
+# Non-blocking collectives: several in flight with a blocking one between, completed in
+# reverse order of starting.
+reqs = [comm.iallreduce(rank), comm.ibcast(("nb", 0) if rank == 0 else None, 0),
+        comm.iallgather(rank), comm.ibarrier(), comm.ialltoall([(rank, d) for d in range(size)]),
+        comm.igather(np.full(5000, rank), size - 1), comm.ireduce([rank], coc.Op.Create(
+            lambda a, b: a + b), size // 2)]
+ok.equal("blocking between non-blocking", comm.allreduce(2), 2 * size)
+results = coc.waitall(reqs[::-1])[::-1]
+ok.equal("non-blocking collectives", results[:5],
+         [sum(range(size)), ("nb", 0), list(range(size)), None,
+          [(s, rank) for s in range(size)]])
+ok.equal("igather", results[5], [np.full(5000, r) for r in range(size)]
+         if rank == size - 1 else None)
+ok.equal("ireduce rank order", results[6], list(range(size)) if rank == size // 2 else None)
+
 # Mismatched roots and lengths give a clear error on some rank (checked in test_errors).
 comm.barrier()
 ok.report()
