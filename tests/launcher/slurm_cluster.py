@@ -1,10 +1,11 @@
 """A real one-machine Slurm cluster for tests: munged, slurmctld and slurmd under a temp dir.
 
 :func:`start_cluster` installs Debian's ``slurm-wlm`` and ``munge`` with apt-get when they are
-missing (root only), makes a munge key for the run, writes a ``slurm.conf`` for one node (this
-machine, on loopback, no cgroups: ``proctrack/linuxproc`` and ``task/none``) with its state,
-spool, logs and sockets under one directory, and starts the three daemons in the foreground
-as children of the test process, so they are stopped by pid (and die with it). ``SLURM_CONF`` in
+missing (root only), makes a munge key for the run, writes a ``slurm.conf`` for one or more
+nodes (all this machine, on loopback, each its own ``slurmd -N NODE`` and port, which
+Debian's Slurm allows; no cgroups: ``proctrack/linuxproc`` and ``task/none``) with its state,
+spool, logs and sockets under one directory, and starts the daemons in the foreground as
+children of the test process, so they are stopped by pid (and die with it). ``SLURM_CONF`` in
 :attr:`SlurmCluster.env` points ``salloc``, ``srun`` and ``sinfo`` at it.
 
 Run it by hand with ``python tests/launcher/slurm_cluster.py`` (starts, runs ``srun hostname``,
@@ -38,16 +39,15 @@ SlurmctldHost={host}(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 SlurmctldPort={ctld_port}
-SlurmdPort={slurmd_port}
 AuthType=auth/munge
 AuthInfo=socket={root}/munge.socket
 CredType=cred/munge
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool-%n
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/slurmctld.log
-SlurmdLogFile={root}/slurmd.log
+SlurmdLogFile={root}/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -62,9 +62,11 @@ SlurmdParameters=config_overrides
 InactiveLimit=0
 KillWait=1
 MinJobAge=5
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+{nodes}
+PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """
+_NODE = "NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} CPUs={cpus} " \
+        "State=UNKNOWN"
 
 
 def missing_reason(install=True):
@@ -93,27 +95,32 @@ def _free_port():
 class SlurmCluster:
     """The daemons of a one-node Slurm cluster, their files, and the environment to reach it."""
 
-    def __init__(self, root):
+    def __init__(self, root, nodes=None):
         self.root = Path(root)
         self.host = socket.gethostname().split(".")[0]
+        #: Slurm node names; the first is this machine's hostname.
+        self.nodes = list(nodes or [self.host])
         self.conf = self.root / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.processes = {}
 
     def write_files(self):
         """Write the munge key and slurm.conf, and make the state and spool directories."""
-        for sub in ("state", "spool", "munge"):
+        for sub in ("state", "munge", *(f"spool-{node}" for node in self.nodes)):
             (self.root / sub).mkdir(mode=0o700, exist_ok=True)
         key = self.root / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
-        self.conf.write_text(_CONF.format(host=self.host, root=self.root, cpus=NODE_CPUS,
-                                          ctld_port=_free_port(), slurmd_port=_free_port()))
+        nodes = "\n".join(_NODE.format(name=node, host=self.host, port=_free_port(),
+                                        cpus=NODE_CPUS) for node in self.nodes)
+        self.conf.write_text(_CONF.format(host=self.host, root=self.root, nodes=nodes,
+                                          names=",".join(self.nodes), ctld_port=_free_port()))
 
-    def _start(self, name, *args):
-        log = open(self.root / f"{name}.out", "wb")
+    def _start(self, name, *args, label=None):
+        label = label or name
+        log = open(self.root / f"{label}.out", "wb")
         with log:
-            self.processes[name] = subprocess.Popen(
+            self.processes[label] = subprocess.Popen(
                 [DAEMONS[name], *args], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=die_with_parent)       # a killed test run leaves no daemon
@@ -127,13 +134,15 @@ class SlurmCluster:
                     f"--pid-file={munge}/munged.pid", f"--seed-file={munge}/munged.seed")
         self._wait(lambda: (self.root / "munge.socket").exists(), 10, "munged's socket")
         self._start("slurmctld", "-D", "-c", "-f", str(self.conf))
-        self._start("slurmd", "-D", "-f", str(self.conf), "-N", self.host)
-        self._wait(self._idle, timeout, f"node {self.host} to become idle")
+        for node in self.nodes:
+            self._start("slurmd", "-D", "-f", str(self.conf), "-N", node,
+                        label=f"slurmd-{node}")
+        self._wait(self._idle, timeout, f"nodes {','.join(self.nodes)} to become idle")
 
     def _idle(self):
-        result = subprocess.run(["sinfo", "-h", "-n", self.host, "-o", "%T"], env=self.env,
+        result = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=self.env,
                                 capture_output=True, text=True, timeout=10)
-        return result.stdout.strip() == "idle"
+        return result.stdout.split() == ["idle"] * len(self.nodes)
 
     def _wait(self, ready, timeout, what):
         deadline = time.monotonic() + timeout
@@ -154,8 +163,21 @@ class SlurmCluster:
             parts.append(f"--- {path.name}\n" + "\n".join(lines))
         return "\n".join(parts)
 
+    def step_daemons(self):
+        """Return the pids of this cluster's ``slurmstepd`` (slurmd detaches them)."""
+        mine = f"SLURM_CONF={self.conf}".encode()
+        pids = []
+        for comm in Path("/proc").glob("[0-9]*/comm"):
+            try:
+                if comm.read_text().strip() == "slurmstepd" and \
+                        mine in (comm.parent / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(comm.parent.name))
+            except OSError:
+                continue
+        return pids
+
     def stop(self):
-        """Stop the daemons by pid: SIGTERM, SIGKILL after 5 s; reap them."""
+        """Stop the daemons by pid: SIGTERM, SIGKILL after 5 s; reap them; end stray steps."""
         for process in reversed(list(self.processes.values())):
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
@@ -165,11 +187,19 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=5)
+        for pid in self.step_daemons():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
-def start_cluster(root=None):
-    """Start and return a :class:`SlurmCluster` in ``root`` (default: a new temp dir)."""
-    cluster = SlurmCluster(root or tempfile.mkdtemp(prefix="coc-slurm-"))
+def start_cluster(root=None, nodes=None):
+    """Start and return a :class:`SlurmCluster` in ``root`` (default: a new temp dir).
+
+    ``nodes`` names its nodes (default: one, this machine's hostname).
+    """
+    cluster = SlurmCluster(root or tempfile.mkdtemp(prefix="coc-slurm-"), nodes)
     try:
         cluster.start()
     except BaseException:
@@ -183,10 +213,11 @@ if __name__ == "__main__":
     if reason:
         raise SystemExit(reason)
     started = time.monotonic()
-    cluster = start_cluster()
+    host = socket.gethostname().split(".")[0]
+    cluster = start_cluster(nodes=[host, f"{host}-2"])
     print(f"up in {time.monotonic() - started:.1f} s: {cluster.root}")
     try:
-        print(subprocess.run(["srun", "-N1", "-n2", "hostname"], env=cluster.env,
-                             capture_output=True, text=True, timeout=30))
+        print(subprocess.run(["srun", "-N2", "-n2", "printenv", "SLURMD_NODENAME"],
+                             env=cluster.env, capture_output=True, text=True, timeout=30))
     finally:
         cluster.stop()

@@ -6,22 +6,24 @@ installing Debian's slurm-wlm and munge first when they are missing (root only).
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 from importlib.util import find_spec
+from pathlib import Path
 
 import pytest
 
 from coc import topology
-from coc.errors import LaunchError
 from coc.launcher.spawners.mpiexec import find_mpiexec
 from coc.launcher.spawners.slurm import SlurmSpawner
 from launcher_helpers import COC_RUN, assert_all_gone, program, recorded_pids, wait_for_files
 from slurm_cluster import missing_reason, start_cluster
 
 HOST = socket.gethostname().split(".")[0]
+NODES = [HOST, f"{HOST}-2"]          # two slurmd on this machine
 
 TOPOLOGY = f"""\
 name: slurm-and-local
@@ -34,6 +36,7 @@ sites:
     spawner: slurm
     hosts:
       - {{name: {HOST}, slots: 1, interfaces: [a-lan]}}
+      - {{name: {HOST}-2, slots: 1, interfaces: [a-lan]}}
       - {{name: a-gw, role: gateway, dedicated: true, interfaces: [a-lan, wan]}}
   b:
     hosts:
@@ -50,7 +53,7 @@ def slurm(tmp_path_factory):
     reason = missing_reason()
     if reason:
         pytest.skip(reason)
-    cluster = start_cluster(tmp_path_factory.mktemp("slurm"))
+    cluster = start_cluster(tmp_path_factory.mktemp("slurm"), NODES)
     yield cluster
     cluster.stop()
 
@@ -62,11 +65,12 @@ def topology_file(tmp_path):
     return path
 
 
-def salloc(cluster, tasks, *args, timeout=60):
-    """Run ``coc-run ARGS`` inside ``salloc -N1 -n TASKS``; return the CompletedProcess."""
+def salloc(cluster, tasks, *args, nodes=(HOST,), timeout=60):
+    """Run ``coc-run ARGS`` in ``salloc`` of TASKS over ``nodes``; return the CompletedProcess."""
     try:
         return subprocess.run(
-            ["salloc", "-N1", f"-n{tasks}", "--quiet", *COC_RUN, *map(str, args)],
+            ["salloc", f"-N{len(nodes)}", f"--nodelist={','.join(nodes)}",
+             f"--ntasks-per-node={tasks // len(nodes)}", "--quiet", *COC_RUN, *map(str, args)],
             env=cluster.env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         print(cluster.logs(), file=sys.stderr)
@@ -122,7 +126,7 @@ def test_the_site_mpiexec_in_an_allocation_starts_its_ranks_as_a_slurm_step(slur
 def test_a_batch_script_runs_coc_run_with_sbatch_wait(slurm, topology_file, tmp_path):
     script = tmp_path / "job.sh"
     script.write_text(f"""#!/bin/sh
-#SBATCH --nodes=1 --ntasks=2 --output={tmp_path}/job.out
+#SBATCH --nodes=1 --nodelist={HOST} --ntasks=2 --output={tmp_path}/job.out
 {' '.join(COC_RUN)} --topology {topology_file} --site a=2 --site b=1 --tag-output \\
     {program("site_mpi.py")} 1 5
 echo "coc-run exited with $?"
@@ -133,6 +137,25 @@ echo "coc-run exited with $?"
     assert result.returncode == 0, result.stderr + output
     assert f"coc-run: rank 1 (site a, host {HOST}) exited with code 5" in output
     assert output.rstrip().endswith("coc-run exited with 5")
+
+
+@pytest.mark.root
+def test_a_site_over_two_nodes_runs_each_node_as_a_job_step(slurm, topology_file):
+    result = salloc(slurm, 4, "--topology", topology_file, "--site", "a=4", "--site", "b=2",
+                    "--tag-output", program("site_mpi.py"), nodes=NODES)
+    assert result.returncode == 0, result.stderr + slurm.logs()
+    steps = {}
+    for line in result.stdout.splitlines():
+        tag, _, text = line.partition(" ")
+        report = json.loads(text)
+        rank = report["rank"]
+        assert report["got"] == {"from": (rank - 1) % 6}
+        if rank < 4:          # SLURM_TASKS_PER_NODE=2(x2): ranks 0-1 on the first node
+            node = NODES[rank // 2]
+            assert tag == f"[a/{node}/{rank}]"
+            steps.setdefault(node, set()).add(report["slurm"][1])
+    assert len(steps[NODES[0]]) == len(steps[NODES[1]]) == 1      # one step per node
+    assert steps[NODES[0]] != steps[NODES[1]]
 
 
 @pytest.mark.root
@@ -166,9 +189,10 @@ def test_killing_coc_run_in_the_allocation_ends_the_step_and_its_ranks(slurm, to
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
     proc = subprocess.Popen(
-        ["salloc", "-N1", "-n4", "--quiet", *COC_RUN, "--topology", str(topology_file),
-         "--site", "a=4", "--site", "b=2", program("rank.py"), "--pid-dir", str(pid_dir),
-         "--grandchild"], env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        ["salloc", "-N1", f"--nodelist={HOST}", "-n4", "--quiet", *COC_RUN, "--topology",
+         str(topology_file), "--site", "a=4", "--site", "b=2", program("rank.py"),
+         "--pid-dir", str(pid_dir), "--grandchild"],
+        env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_for_files(pid_dir, 6)
         coc_run = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
@@ -194,14 +218,15 @@ def test_outside_an_allocation_the_slurm_spawner_says_so(topology_file, tmp_path
 
 
 @pytest.mark.filterwarnings("ignore::coc.errors.TopologyWarning")
-def test_a_site_over_two_allocated_nodes_is_refused_naming_the_node(monkeypatch):
+@pytest.mark.skipif(shutil.which("srun") is None, reason="needs srun (Debian slurm-wlm)")
+def test_a_site_over_two_allocated_nodes_gets_a_host_agent_step_on_the_second(monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     monkeypatch.setenv("SLURM_JOB_NODELIST", "a[1-2],b1")
     monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2(x3)")
     spawner = SlurmSpawner("a", {}, topology.load("two-sites"))
     assert spawner.allocated_hosts() == ["a1", "a2"]
-    assert spawner.host_argv("a1", ["prog"]) == ["prog"]
-    assert spawner.host_argv("a-gw", ["gw"]) == ["gw"]      # not allocated: in the agent's step
-    with pytest.raises(LaunchError, match=r"site a, host a2: the slurm spawner runs a site's "
-                                          r"processes in one job step on a1, not on a2"):
-        spawner.host_argv("a2", ["prog"])
+    assert spawner.host_agent_argv("a1") is None           # the site agent's own node
+    assert spawner.host_agent_argv("a-gw") is None         # not allocated: the agent's step
+    argv = spawner.host_agent_argv("a2")
+    assert Path(argv[0]).name == "srun" and "--nodelist=a2" in argv
+    assert argv[-3:] == [sys.executable, "-m", "coc.launcher.agent"]

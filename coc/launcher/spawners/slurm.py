@@ -2,11 +2,12 @@
 
 ``coc-run`` runs inside a Slurm allocation (``salloc``, ``sbatch``); the allocation's hosts and
 slots reach the placement through :func:`coc.launcher.environment.scheduler_allocation`. The
-agent is started with ``srun --nodes=1 --ntasks=1 -w NODE`` on the site's first allocated node:
-srun's stdin and stdout are the control channel, so the agent (and every rank and gateway
-daemon it starts, which belong to its step) is tracked, accounted and cleaned up by Slurm like
-any task of the job. A site's ranks therefore share that node; ranks placed on a second
-allocated node are refused with a clear error (that needs one step per node).
+agent is started with ``srun --nodes=1 --ntasks=1 --nodelist=NODE`` on the site's first
+allocated node: srun's stdin and stdout are the control channel, so the agent (and every rank
+and gateway daemon it starts, which belong to its step) is tracked, accounted and cleaned up
+by Slurm like any task of the job. The site's other allocated nodes each get a *host agent*
+(:mod:`coc.launcher.hostagent`) started the same way, as one more step, through which the
+site agent starts and follows the processes placed there.
 """
 
 import asyncio
@@ -59,16 +60,23 @@ class SlurmSpawner(spawners.Spawner):
         return [host for host, _ in allocation.hosts if host in self.topology
                 and self.topology.nodes[host].get("site") == self.site]
 
-    def host_argv(self, host, argv):
-        """Return ``argv`` unchanged for the agent's node; refuse another allocated node."""
+    def _srun(self):
+        srun = shutil.which("srun")
+        if srun is None:
+            raise LaunchError("spawner 'slurm': srun is not on PATH", site=self.site)
+        return srun
+
+    def host_agent_argv(self, host):
+        """Return the srun step that starts a host agent on another allocated node, or None.
+
+        Hosts outside the allocation (a gateway host of the site, say) run in the site
+        agent's own step.
+        """
         allocated = self.allocated_hosts()
-        if host in allocated[1:]:
-            raise LaunchError(
-                f"the slurm spawner runs a site's processes in one job step on "
-                f"{allocated[0]}, not on {host}: run one site per node (--host), or use the "
-                "ssh or mpiexec spawner for a site over several nodes", site=self.site,
-                host=host)
-        return super().host_argv(host, argv)
+        if host not in allocated[1:]:
+            return None
+        return srun_argv(self._srun(), f"{self.site}-{host}", self.agent_argv(), os.environ,
+                         host)
 
     async def start(self, env):
         """Start the agent as a job step; raise LaunchError outside an allocation."""
@@ -76,11 +84,8 @@ class SlurmSpawner(spawners.Spawner):
             raise LaunchError("spawner 'slurm' needs a Slurm allocation (SLURM_JOB_ID is not "
                               "set): run coc-run under salloc or in an sbatch script",
                               site=self.site)
-        srun = shutil.which("srun")
-        if srun is None:
-            raise LaunchError("spawner 'slurm': srun is not on PATH", site=self.site)
         return await asyncio.create_subprocess_exec(
-            *srun_argv(srun, self.site, self.agent_argv(), os.environ,
+            *srun_argv(self._srun(), self.site, self.agent_argv(), os.environ,
                        next(iter(self.allocated_hosts()), None)),
             env={**os.environ, **env}, start_new_session=True,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
