@@ -45,8 +45,9 @@ const char *coc_strerror(int rc);
 int coc_is_coc_error(int rc);
 
 /*
- * Run the engine's built-in self-test: checks the pieces that need no peer (for now the
- * error table). Returns 0 when all pass, else the negative code of the first failure.
+ * Run the engine's built-in self-test: checks the pieces that need no peer (SHA-256 and
+ * HMAC known answers, the frame header codec, the error table). Returns 0 when all pass,
+ * else the negative code of the first failure (COC_EPROTO for the hash or codec).
  * Blocking, thread-safe, allocates nothing that outlives the call.
  */
 int coc_selftest(void);
