@@ -41,6 +41,24 @@ static void pair_roundtrip(int tcp_only)
     coc_request_free(r);
     coc_request_free(s);
 
+    /* eager messages larger than a connection's read buffer, expected and unexpected */
+    for (int posted_first = 0; posted_first < 2; posted_first++) {
+        size_t n = 120000;
+        memset(dst, 0, n);
+        if (posted_first)
+            CHECK_RC(coc_irecv(b, 1, 0, 8, dst, big, &r));
+        CHECK_RC(coc_isend(a, 2, 0, 8, src + 1, n, &s));
+        if (!posted_first) {
+            CHECK(coc_probe(b, 1, 0, 8, 5 * T_SECOND, &pst) == 1 && pst.count == n);
+            CHECK_RC(coc_irecv(b, 1, 0, 8, dst, big, &r));
+        }
+        st = t_wait(r);
+        CHECK(st.error == 0 && st.count == n && memcmp(dst, src + 1, n) == 0 && dst[n] == 0);
+        CHECK(t_wait(s).error == 0);
+        coc_request_free(r);
+        coc_request_free(s);
+    }
+
     /* truncation, eager and rendezvous: first cap bytes delivered, full count reported */
     memset(dst, 0, big);
     CHECK_RC(coc_isend(a, 2, 0, 1, src, 1000, &s));
