@@ -44,7 +44,7 @@ static void pair_roundtrip(int tcp_only)
     /* eager messages larger than a connection's read buffer, expected and unexpected */
     for (int posted_first = 0; posted_first < 2; posted_first++) {
         size_t n = 120000;
-        memset(dst, 0, n);
+        memset(dst, 0, n + 1);
         if (posted_first)
             CHECK_RC(coc_irecv(b, 1, 0, 8, dst, big, &r));
         CHECK_RC(coc_isend(a, 2, 0, 8, src + 1, n, &s));
