@@ -70,6 +70,7 @@ class Communicator:
         self.rank = self._of_world[world.rank]
         self.size = len(self._ranks)
         self._mpi, self._mpi_rank, self._mpi_world = None, {}, []
+        self._any_parts = []           # site MPI: ANY_SOURCE receives not matched yet
         if world.site_mpi is not None:
             world.site_mpi.attach(self, transport.SLOTS)
 

@@ -77,15 +77,25 @@ class _MPIPart:
 
 
 class _AnySourcePart:
-    """A receive from ANY_SOURCE: probe the engine and MPI, then receive the probed message."""
+    """A receive from ANY_SOURCE: probe the engine and MPI, then receive the probed message.
+
+    Such receives of one communicator claim messages in the order they were posted,
+    whichever of them is tested, as MPI's posted receives match in posting order.
+    """
 
     def __init__(self, site, comm, buf, tag, slot):
         self.site, self.comm, self.buf, self.tag, self.slot = site, comm, buf, tag, slot
         self.inner, self.cancelled = None, False
+        comm._any_parts.append(self)
 
     def test(self):
-        if self.inner is None and not self._match():
-            return None
+        if self.inner is None:
+            pending = self.comm._any_parts
+            for part in list(pending):        # oldest first
+                if part.cancelled or part._match():
+                    pending.remove(part)
+            if self.inner is None:
+                return None
         return self.inner.test()
 
     def _match(self):

@@ -14,7 +14,7 @@ message = st.tuples(st.integers(0, RANKS - 1), st.integers(0, RANKS - 1), st.int
                     st.sampled_from([0, 3, 5000, 70_000]), st.sampled_from(["obj", "buf"]))
 patterns = st.fixed_dictionaries({
     "messages": st.lists(message, min_size=1, max_size=40),
-    "receive": st.fixed_dictionaries({str(r): st.sampled_from(["any", "by_tag", "by_source"])
+    "receive": st.fixed_dictionaries({str(r): st.sampled_from(["any", "by_tag", "by_source", "posted"])
                                       for r in range(RANKS)}),
 })
 

@@ -3,7 +3,9 @@
 argv[1] is a JSON file: {"messages": [[src, dst, tag, size, form], ...], "receive": {rank:
 mode}}. Each rank sends its messages in list order (non-blocking, all at once); each
 destination receives all its messages by mode: "any" (ANY_SOURCE, ANY_TAG), "by_tag"
-(ANY_SOURCE, one tag after another) or "by_source" (one source after another, ANY_TAG).
+(ANY_SOURCE, one tag after another), "by_source" (one source after another, ANY_TAG) or
+"posted" (non-blocking ANY_SOURCE/ANY_TAG receives, all posted first, then waited for in
+reverse order: posted receives match in posting order).
 Messages of one source and tag must arrive in sending order, and with the same content.
 """
 
@@ -57,9 +59,26 @@ def receive(form, source, tag, size_limit):
     got.append((st.source, st.tag, index))
 
 
+def posted(form, count, size_limit):
+    """Post ``count`` ANY_SOURCE receives at once, wait in reverse, record in posting order."""
+    bufs = [np.empty(size_limit + 1, np.int32) for _ in range(count)]
+    reqs = [comm.irecv(source=coc.ANY_SOURCE) if form == "obj" else
+            comm.Irecv(b, coc.ANY_SOURCE) for b in bufs]
+    statuses = [coc.Status() for _ in reqs]
+    values = [None] * count
+    for i in reversed(range(count)):
+        values[i] = reqs[i].wait(statuses[i])
+    for value, buf, st in zip(values, bufs, statuses):
+        index = value["i"] if form == "obj" else int(buf[0])
+        got.append((st.source, st.tag, index))
+
+
 limit = max([m[3] for _, m in incoming], default=0)
 for form in ("obj", "buf"):
     mine = [(i, m) for i, m in incoming if m[4] == form]
+    if mode == "posted":
+        posted(form, len(mine), limit)
+        continue
     if mode == "any":
         groups = [(coc.ANY_SOURCE, coc.ANY_TAG, len(mine))]
     elif mode == "by_tag":
