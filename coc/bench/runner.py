@@ -30,7 +30,7 @@ from coc.errors import CocError
 __all__ = ["Progress", "measure_group", "run", "register", "main"]
 
 WARMUP = 8                 # untimed operations before each group (connections, caches)
-LEAD_NS = 2_000_000        # time between rank 0's announcement and the first trial
+LEAD_NS = 10_000_000       # time between rank 0's announcement and the first trial
 MIN_GAP_NS = 300_000       # least gap between trial starts
 SLEEP_MARGIN_NS = 150_000  # the kernel spins only this long before a start (sleeps before)
 LATE_LIMIT = 0.05          # a group with more late trials than this is measured again ...

@@ -1,0 +1,40 @@
+"""coc bench on the two-sites testbed: ranks in network namespaces, sites joined by gateways."""
+
+import json
+import os
+import warnings
+
+import pytest
+
+import coc.testbed
+from coc.errors import TopologyWarning
+from coc.topology import load
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: coc-run --testbed runs "
+                                 "ranks in network namespaces (CI runs these as root)")]
+
+
+@pytest.fixture(scope="module")
+def bed():
+    """Build two-sites as namespaces for this module; always taken down."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TopologyWarning)
+        G = load("two-sites")
+    with coc.testbed.up(G, name=f"bench-{os.getpid()}") as testbed:
+        yield testbed
+
+
+def test_quick_pingpong_on_the_testbed(bed, job, tmp_path):
+    placement = ["--testbed", bed.name, "--host", "a1", "--host", "a2:1", "--host", "b1:1",
+                 "-n", "4"]
+    res = job("coc-run", ["PingPong", "Empty", "--quick", "--no-plots", "--out", "out"],
+              launcher_args=placement)
+    assert res.returncode == 0, res.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["meta"]["locations"] == [["a", "a1"], ["a", "a1"], ["a", "a2"], ["b", "b1"]]
+    rows = {(s["class"], s["what"], s["size"]): s for s in results["stats"]
+            if s["pattern"] == "PingPong"}
+    assert {c for c, _, _ in rows} == {"host", "site", "wan"}
+    assert all(r["n"] > 0 for r in rows.values())
+    assert results["meta"]["clock"]["accuracy_ns"] < 1e6
