@@ -273,7 +273,7 @@ def register(patterns_parsers):
     """Add ``coc bench report`` to the ``coc bench`` sub-commands."""
     p = patterns_parsers.add_parser(
         "report", help="run coc, mpi4py + MPICH and a two-relay chain; write report and plots",
-        description=__doc__.split("\n\n")[0])
+        description=__doc__.split("\n\n")[0].replace("``", ""))
     p.add_argument("--quick", action="store_true", help="few sizes and trials")
     p.add_argument("--out", default="bench-report", metavar="DIR", help="output directory")
     p.add_argument("--pin", action="store_true",

@@ -242,7 +242,7 @@ def register(patterns_parsers):
     """Add ``coc bench run`` to the ``coc bench`` sub-commands."""
     p = patterns_parsers.add_parser(
         "run", help="MPIBench-style distributions on every rank (run under coc-run or mpiexec)",
-        description=__doc__.split("\n\n")[0])
+        description=__doc__.split("\n\n")[0].replace("``", ""))
     add_arguments(p)
     p.set_defaults(func=main)
 
