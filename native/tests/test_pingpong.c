@@ -23,15 +23,28 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int exchange(coc_engine *e, uint32_t peer, uint8_t *out, uint8_t *in, size_t n, int first)
+/* Busy for us microseconds (the peer "computes" between messages). */
+static void work(int us)
+{
+    double until = t_now() + us * 1e-6;
+    while (us > 0 && t_now() < until)
+        ;
+}
+
+/* One round: ping-pong (first sends, the other echoes after work_us), or with simul set
+ * both send at once and then wait for the other's message (Sendrecv, 2-rank Allreduce). */
+static int exchange(coc_engine *e, uint32_t peer, uint8_t *out, uint8_t *in, size_t n, int first,
+                    int simul, int work_us)
 {
     coc_request *s, *r;
     if (coc_irecv(e, (int32_t)peer, 0, 1, in, n, &r) < 0)
         return -1;
-    if (first && coc_isend(e, peer, 0, 1, out, n, &s) < 0)
+    if ((first || simul) && coc_isend(e, peer, 0, 1, out, n, &s) < 0)
         return -1;
     coc_status st = t_wait(r);
-    if (!first && coc_isend(e, peer, 0, 1, out, n, &s) < 0)
+    if (!first && !simul)
+        work(work_us);
+    if (!first && !simul && coc_isend(e, peer, 0, 1, out, n, &s) < 0)
         return -1;
     coc_status ss = t_wait(s);
     coc_request_free(r);
@@ -48,7 +61,7 @@ static uint32_t id_of(int k, int n)
     return k == 0 ? 1 : k == n - 1 ? 2 : (uint32_t)(9 + k);
 }
 
-static void run(const char *label, int tcp_only, int gateways)
+static void run(const char *label, int tcp_only, int gateways, int simul, int work_us)
 {
     int n = gateways + 2;
     int pipes[8][2];
@@ -91,17 +104,18 @@ static void run(const char *label, int tcp_only, int gateways)
         out[i] = (uint8_t)(i * 13);
     if (me == 0 || me == n - 1) {
         uint32_t peer = me == 0 ? 2 : 1;
-        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t nsizes = simul || work_us ? 1 : sizeof sizes / sizeof sizes[0];
+        for (size_t k = 0; k < nsizes; k++) {
             size_t len = sizes[k];
             int reps = len >= (1 << 20) ? (reps_small / 10 > 20 ? reps_small / 10 : 20) : reps_small;
             for (int i = -10; i < reps; i++) {
                 double t0 = t_now();
-                if (exchange(e, peer, out, in, len, me == 0) < 0) {
+                if (exchange(e, peer, out, in, len, me == 0, simul, work_us) < 0) {
                     check_failures++;
                     break;
                 }
-                if (i >= 0)
-                    lat[i] = (t_now() - t0) / 2;
+                if (i >= 0) /* half round trip; an exchange (one message each way) whole */
+                    lat[i] = (t_now() - t0) / (simul ? 1 : 2);
             }
             CHECK(memcmp(in, out, len) == 0);
             if (me == 0) {
@@ -138,9 +152,12 @@ static void run(const char *label, int tcp_only, int gateways)
 
 int main(void)
 {
-    run("tcp", 1, 0);
-    run("unix", 0, 0);
-    run("tcp 1 gw", 1, 1);
-    run("tcp 2 gw", 1, 2);
+    run("tcp", 1, 0, 0, 0);
+    run("unix", 0, 0, 0, 0);
+    run("unix xchg", 0, 0, 1, 0);   /* time per exchange, not half round trip */
+    run("unix w=10", 0, 0, 0, 10);  /* echo side busy 10 us before replying (incl.) */
+    run("unix w=20", 0, 0, 0, 20);
+    run("tcp 1 gw", 1, 1, 0, 0);
+    run("tcp 2 gw", 1, 2, 0, 0);
     CHECK_DONE();
 }

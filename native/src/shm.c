@@ -1,0 +1,144 @@
+/*
+ * shm.c — single-producer/single-consumer byte rings in a memfd segment (see shm.h).
+ *
+ * Ordering: the producer copies bytes, then publishes head with release; the consumer
+ * reads head with acquire, copies, then publishes tail with release. The doorbell is a
+ * Dekker pair: the consumer stores asleep=1, fences, re-checks head; the producer
+ * publishes head, fences, checks asleep. One of them always sees the other, so a reader
+ * never sleeps on data and the writer rings only when the reader may be blocked.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "coc/coc.h"
+#include "shm.h"
+
+#define PAGE 4096u
+
+struct coc__ring_ctl {
+    _Alignas(64) _Atomic uint64_t head;   /* producer's cache line */
+    _Alignas(64) _Atomic uint64_t tail;   /* consumer's */
+    _Alignas(64) _Atomic uint32_t asleep; /* consumer writes, producer reads */
+};
+
+_Static_assert(sizeof(struct coc__ring_ctl) <= PAGE, "ring control fits a page");
+
+static int size_ok(size_t size)
+{
+    return size >= COC__SHM_RING_MIN && size <= COC__SHM_RING_MAX && (size & (size - 1)) == 0;
+}
+
+size_t coc__shm_seg_len(size_t size)
+{
+    return 2 * (PAGE + size);
+}
+
+int coc__shm_create(size_t size)
+{
+    if (!size_ok(size))
+        return COC_EINVAL;
+    int fd = memfd_create("coc-shm", MFD_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (ftruncate(fd, (off_t)coc__shm_seg_len(size)) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    return fd;
+}
+
+int coc__ring_map(coc__ring *r, int fd, size_t size, int which)
+{
+    if (!size_ok(size) || (which != 0 && which != 1))
+        return COC_EINVAL;
+    void *p = mmap(NULL, PAGE + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                   (off_t)(which * (PAGE + size)));
+    if (p == MAP_FAILED)
+        return -errno;
+    r->ctl = p;
+    r->data = (uint8_t *)p + PAGE;
+    r->size = size;
+    return 0;
+}
+
+void coc__ring_unmap(coc__ring *r)
+{
+    if (r->ctl)
+        munmap(r->ctl, PAGE + r->size);
+    r->ctl = NULL;
+    r->data = NULL;
+}
+
+/* Copy n bytes into the ring at stream position pos (wrapping). */
+static void put(coc__ring *r, uint64_t pos, const uint8_t *src, size_t n)
+{
+    size_t at = (size_t)(pos & (r->size - 1));
+    size_t first = r->size - at < n ? r->size - at : n;
+    memcpy(r->data + at, src, first);
+    memcpy(r->data, src + first, n - first);
+}
+
+size_t coc__ring_write(coc__ring *r, const struct iovec *iov, int cnt, int *bell)
+{
+    struct coc__ring_ctl *c = r->ctl;
+    uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+    size_t room = r->size - (size_t)(head - tail);
+    size_t done = 0;
+    for (int i = 0; i < cnt && done < room; i++) {
+        size_t n = iov[i].iov_len < room - done ? iov[i].iov_len : room - done;
+        put(r, head + done, iov[i].iov_base, n);
+        done += n;
+    }
+    *bell = 0;
+    if (!done)
+        return 0;
+    atomic_store_explicit(&c->head, head + done, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&c->asleep, memory_order_relaxed))
+        *bell = atomic_exchange(&c->asleep, 0) != 0; /* one ring per sleep */
+    return done;
+}
+
+size_t coc__ring_avail(const coc__ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+    return (size_t)(head - atomic_load_explicit(&r->ctl->tail, memory_order_relaxed));
+}
+
+size_t coc__ring_read(coc__ring *r, void *dst, size_t max)
+{
+    struct coc__ring_ctl *c = r->ctl;
+    uint64_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
+    size_t n = coc__ring_avail(r);
+    if (n > max)
+        n = max;
+    if (!n)
+        return 0;
+    size_t at = (size_t)(tail & (r->size - 1));
+    size_t first = r->size - at < n ? r->size - at : n;
+    memcpy(dst, r->data + at, first);
+    memcpy((uint8_t *)dst + first, r->data, n - first);
+    atomic_store_explicit(&c->tail, tail + n, memory_order_release);
+    return n;
+}
+
+int coc__ring_sleep(coc__ring *r)
+{
+    atomic_store_explicit(&r->ctl->asleep, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (coc__ring_avail(r)) {
+        atomic_store_explicit(&r->ctl->asleep, 0, memory_order_relaxed);
+        return 1;
+    }
+    return 0;
+}
+
+void coc__ring_wake(coc__ring *r)
+{
+    atomic_store_explicit(&r->ctl->asleep, 0, memory_order_relaxed);
+}
