@@ -11,9 +11,16 @@ sees the failure and stops the whole job, so the other ranks are not left blocke
 import os
 import runpy
 import sys
+import time
 import traceback
 
+from coc.errors import PeerLost
+
 _USAGE = "usage: python -m coc (program.py | -m module) [args ...]"
+
+#: Seconds a rank that failed only because a peer was lost waits before it exits, so that
+#: coc-run hears first of the rank whose end caused it and exits with that rank's code.
+CONSEQUENCE_GRACE = 1.0
 
 
 def _who():
@@ -48,6 +55,9 @@ def _abort(exc):
     lines = traceback.format_exception(type(exc), exc, tb)
     text = "".join(f"[{who}] {line}" for chunk in lines for line in chunk.splitlines(True))
     sys.stderr.write(f"[{who}] unhandled exception, aborting the job\n{text}")
+    if isinstance(exc, PeerLost):
+        sys.stderr.flush()
+        time.sleep(CONSEQUENCE_GRACE)  # coc-run's teardown usually ends us first
     _exit_now(1)
 
 

@@ -117,6 +117,12 @@ def _open_under_coc_run():
             eng.add_peer(peer, address)
         for dest, hops in info["routes"].items():
             eng.set_route(dest, [hop for hop, _ in hops], [weight for _, weight in hops])
+        # Hold a connection to every gateway from the start: a gateway tells the endpoints
+        # connected to it when a rank behind it dies, so a rank waiting on a peer it never
+        # spoke to still gets PeerLost instead of hanging.
+        for gateway in sorted({hop for dest, hops in info["routes"].items()
+                               for hop, _ in hops if hop != dest}):
+            eng.connect(gateway)
     except BaseException:
         eng.close()
         raise

@@ -49,11 +49,12 @@ def test_lost_peer_raises_instead_of_hanging(n):
     assert reports[0]["seconds"] < 15
 
 
-@pytest.mark.xfail(strict=True, reason="the gateway reports a lost rank only to endpoints "
-                   "that sent it traffic (notes/requests.md, comm item 1)")
 def test_lost_peer_never_spoken_to_raises():
-    proc, reports = run_job("errors.py", 4, "lost-silent", timeout=8, check=False)
+    """Rank 0 waits on a rank of the other site it never exchanged a byte with; it dies."""
+    proc, reports = run_job("errors.py", 4, "lost-silent", timeout=20, check=False)
     assert 0 in reports, proc.stdout + proc.stderr
+    assert_clean({0: reports[0]})
+    assert reports[0]["seconds"] < 15
 
 
 def test_restricted_unpickler_refuses_classes_from_other_sites():
