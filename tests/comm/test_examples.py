@@ -33,3 +33,13 @@ def test_asyncio_service():
     out = run_example("asyncio_service.py", 4)
     assert "rank 0 answered 9 requests" in out
     assert "rank 3 on site b got [900, 961, 1024]" in out
+
+
+def test_hello_the_readme_main_job():
+    """README's main command: 8 ranks over both sites, a ring and an allreduce across them."""
+    out = run_example("hello.py", 8)
+    for rank in range(8):
+        site = "a" if rank < 4 else "b"
+        assert f"rank {rank} of 8 on site {site}, host {site}" in out
+    assert "rank 0 received 'greetings from rank 7 on site b'" in out
+    assert "sum of 1..8 over 2 sites: 36 (expected 36)" in out
