@@ -12,6 +12,7 @@ import os
 import secrets
 import socket
 import time
+import warnings
 
 from coc.comm import sitempi, transport
 from coc.comm.communicator import Communicator
@@ -92,7 +93,10 @@ def _rank_levels(world):
     path = os.environ.get("COC_TOPOLOGY")
     if path:
         from coc import topology
-        levels = topology.levels(topology.load(path))
+        from coc.errors import TopologyWarning
+        with warnings.catch_warnings():   # coc-run has shown the topology's warnings once
+            warnings.simplefilter("ignore", TopologyWarning)
+            levels = topology.levels(topology.load(path))
         return [levels[h] for h in world.hosts]
     sites = sorted(set(world.sites))
     places = sorted(set(zip(world.sites, world.hosts)))
