@@ -5,7 +5,8 @@
  * reads head with acquire, copies, then publishes tail with release. The doorbell is a
  * Dekker pair: the consumer stores asleep=1, fences, re-checks head; the producer
  * publishes head, fences, checks asleep. One of them always sees the other, so a reader
- * never sleeps on data and the writer rings only when the reader may be blocked.
+ * never sleeps on data and the writer rings only when the reader may be blocked. A
+ * writer facing a full ring does the same with the `full` flag, the reader ringing it.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -22,6 +23,7 @@ struct coc__ring_ctl {
     _Alignas(64) _Atomic uint64_t head;   /* producer's cache line */
     _Alignas(64) _Atomic uint64_t tail;   /* consumer's */
     _Alignas(64) _Atomic uint32_t asleep; /* consumer writes, producer reads */
+    _Alignas(64) _Atomic uint32_t full;   /* producer writes (waits for room), consumer reads */
 };
 
 _Static_assert(sizeof(struct coc__ring_ctl) <= PAGE, "ring control fits a page");
@@ -110,13 +112,28 @@ size_t coc__ring_avail(const coc__ring *r)
     return (size_t)(head - atomic_load_explicit(&r->ctl->tail, memory_order_relaxed));
 }
 
-size_t coc__ring_read(coc__ring *r, void *dst, size_t max)
+int coc__ring_want_room(coc__ring *r)
+{
+    struct coc__ring_ctl *c = r->ctl;
+    atomic_store_explicit(&c->full, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t used = atomic_load_explicit(&c->head, memory_order_relaxed) -
+                    atomic_load_explicit(&c->tail, memory_order_acquire);
+    if (used < r->size) {
+        atomic_store_explicit(&c->full, 0, memory_order_relaxed);
+        return 1;
+    }
+    return 0;
+}
+
+size_t coc__ring_read(coc__ring *r, void *dst, size_t max, int *bell)
 {
     struct coc__ring_ctl *c = r->ctl;
     uint64_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
     size_t n = coc__ring_avail(r);
     if (n > max)
         n = max;
+    *bell = 0;
     if (!n)
         return 0;
     size_t at = (size_t)(tail & (r->size - 1));
@@ -124,6 +141,9 @@ size_t coc__ring_read(coc__ring *r, void *dst, size_t max)
     memcpy(dst, r->data + at, first);
     memcpy((uint8_t *)dst + first, r->data, n - first);
     atomic_store_explicit(&c->tail, tail + n, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&c->full, memory_order_relaxed))
+        *bell = atomic_exchange(&c->full, 0) != 0;
     return n;
 }
 

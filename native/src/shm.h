@@ -40,8 +40,12 @@ void coc__ring_unmap(coc__ring *r);
 /* Producer: copy up to the free space from iov[0..cnt) in order; returns bytes written
  * (0: full). Sets *bell when the reader was asleep and must be woken through the doorbell. */
 size_t coc__ring_write(coc__ring *r, const struct iovec *iov, int cnt, int *bell);
-/* Consumer: copy up to max buffered bytes to dst; returns bytes read (0: empty). */
-size_t coc__ring_read(coc__ring *r, void *dst, size_t max);
+/* Producer, after a write found the ring full: ask the reader for a doorbell when it makes
+ * room; returns 1 when there is room already (write again), 0 when a bell will come. */
+int coc__ring_want_room(coc__ring *r);
+/* Consumer: copy up to max buffered bytes to dst; returns bytes read (0: empty). Sets
+ * *bell when the writer waits for room and must be woken through the doorbell. */
+size_t coc__ring_read(coc__ring *r, void *dst, size_t max, int *bell);
 /* Consumer: bytes buffered now. */
 size_t coc__ring_avail(const coc__ring *r);
 /* Consumer, before blocking on the doorbell: mark the reader asleep; returns 0 when it
