@@ -47,8 +47,16 @@ void coc__conn_set_in(coc__conn *c, int on)
     set_events(c, on ? c->events | COC__POLL_IN : c->events & ~COC__POLL_IN);
 }
 
+/* Frames of this connection go through its shared-memory ring (after the handshake). */
+static int on_ring(const coc__conn *c)
+{
+    return c->authed && c->tx.ctl;
+}
+
 static void set_out(coc__conn *c, int on)
 {
+    if (on_ring(c))
+        on = 0; /* the socket is always writable; a full ring's reader rings the bell */
     set_events(c, on ? c->events | COC__POLL_OUT : c->events & ~COC__POLL_OUT);
 }
 
@@ -78,6 +86,42 @@ void coc__conn_fail(coc__conn *c, int err, const char *why)
     coc__wake(e);
 }
 
+static void shm_unmap(coc__conn *c)
+{
+    coc__ring_unmap(&c->tx);
+    coc__ring_unmap(&c->rx);
+    if (c->shm_fd >= 0)
+        close(c->shm_fd);
+    c->shm_fd = -1;
+}
+
+/* Map a segment's two rings: the connector writes ring 0, the acceptor ring 1. */
+static int shm_map(coc__conn *c, int fd, size_t size)
+{
+    int rc = coc__ring_map(&c->tx, fd, size, !c->outgoing);
+    if (rc >= 0)
+        rc = coc__ring_map(&c->rx, fd, size, c->outgoing);
+    if (rc < 0)
+        coc__ring_unmap(&c->tx);
+    return rc;
+}
+
+/* Connector to a same-host peer: offer a shared-memory segment with the hello; on any
+ * failure the connection simply stays on the socket. */
+static void shm_offer(coc__conn *c)
+{
+    int fd = coc__shm_create(c->e->shm_ring);
+    int rc = fd < 0 ? fd : shm_map(c, fd, c->e->shm_ring);
+    if (rc < 0) {
+        if (fd >= 0)
+            close(fd);
+        coc__log(c->e, "%s: no shared memory (%s); using the socket", c->name, coc_strerror(rc));
+        return;
+    }
+    c->shm_fd = fd;
+    c->mine.flags |= COC__HELLO_SHM;
+}
+
 static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint32_t peer_id,
                            const char *where)
 {
@@ -105,10 +149,14 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
         snprintf(c->name, sizeof c->name, "endpoint %u (%s)", peer_id, where);
     else
         snprintf(c->name, sizeof c->name, "unauthenticated peer (%s)", where);
+    c->shm_fd = -1;
     c->mine.role = outgoing ? COC__ROLE_CONNECTOR : COC__ROLE_ACCEPTOR;
     c->mine.flags = e->forward ? COC__HELLO_GATEWAY : 0;
+    if (outgoing && unix_ && e->shm_ring)
+        shm_offer(c);
     c->mine.id = e->self;
     if (getrandom(c->mine.nonce, sizeof c->mine.nonce, 0) != sizeof c->mine.nonce) {
+        shm_unmap(c);
         free(rbuf);
         free(c);
         close(fd);
@@ -121,6 +169,7 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
     __atomic_store_n(&e->conns[slot], c, __ATOMIC_RELEASE);
     if (coc__poll_add(e->pfd, fd, c->events, c->key) < 0) {
         __atomic_store_n(&e->conns[slot], NULL, __ATOMIC_RELEASE);
+        shm_unmap(c);
         free(rbuf);
         free(c);
         close(fd);
@@ -200,6 +249,22 @@ static int hs_hello(coc__conn *c, const uint8_t *bytes)
         c->why = "the endpoint at that address has another id";
         return COC_EAUTH;
     }
+    if (!c->outgoing && (c->theirs.flags & COC__HELLO_SHM)) {
+        /* the segment came with the hello (SCM_RIGHTS); used only once the proofs pass */
+        int fd = c->shm_fd;
+        c->shm_fd = -1;
+        int64_t size = fd >= 0 && c->unix_ ? coc__shm_ring_size(fd) : COC_EINVAL;
+        int rc = size < 0 ? (int)size : shm_map(c, fd, (size_t)size);
+        if (fd >= 0)
+            close(fd);
+        if (rc < 0) {
+            c->why = "shared memory offered but not usable";
+            return COC_EPROTO;
+        }
+    } else if (c->shm_fd >= 0 && !c->outgoing) {
+        close(c->shm_fd); /* an fd nobody announced */
+        c->shm_fd = -1;
+    }
     if (!c->outgoing) {
         c->peer_id = c->theirs.id;
         snprintf(c->name, sizeof c->name, "endpoint %u (%s)", c->peer_id,
@@ -243,6 +308,12 @@ static int hs_proof(coc__conn *c, const uint8_t *bytes)
         if (p && !coc__conn_get(e, p->conn_key)) {
             p->conn_key = c->key; /* reuse an accepted connection for sending back */
             c->delay_ns = p->delay_ns;
+        }
+        if (c->tx.ctl) {
+            c->ring = 1;
+            c->next_shm = e->shm;
+            e->shm = c;
+            coc__log(e, "%s: shared memory, %zu KiB rings", c->name, c->rx.size >> 10);
         }
         coc__conn_flush(c);
     }
@@ -370,6 +441,8 @@ int coc__conn_parse(coc__conn *c)
             if ((rc = hs_proof(c, c->rbuf + c->rpos - COC__PROOF_LEN)) < 0)
                 return rc;
             c->rstate = COC__RX_HDR;
+            if (c->ring)
+                c->rlen = c->rpos; /* what follows on the socket are doorbell bytes */
             break;
         case COC__RX_HDR:
             if (avail < COC__HDR_LEN)
@@ -398,6 +471,56 @@ int coc__conn_parse(coc__conn *c)
 
 #define READS_PER_EVENT 32 /* then let other connections have their turn */
 
+/* Ring the peer's doorbell. A full socket means a bell is pending already; a broken one
+ * shows up on the reading side. */
+static void doorbell(coc__conn *c)
+{
+    if (send(c->fd, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    }
+}
+
+/* The acceptor's first bytes: the hello may carry a shared-memory segment. */
+static ssize_t recv_hello(coc__conn *c, uint8_t *dst, size_t want)
+{
+    union { struct cmsghdr h; char buf[CMSG_SPACE(4 * sizeof(int))]; } ctl;
+    struct iovec iov = {dst, want};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                        .msg_controllen = sizeof ctl.buf};
+    ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
+    for (struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < nfd; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+            if (c->shm_fd < 0)
+                c->shm_fd = fd;
+            else
+                close(fd); /* one segment per connection */
+        }
+    }
+    return n;
+}
+
+/* Bytes of the stream into dst: > 0 read, 0 end of stream, -1 with errno. */
+static ssize_t rx_bytes(coc__conn *c, uint8_t *dst, size_t want)
+{
+    if (c->ring) {
+        int bell;
+        size_t n = coc__ring_read(&c->rx, dst, want, &bell);
+        if (bell)
+            doorbell(c);
+        if (n)
+            return (ssize_t)n;
+        errno = EAGAIN;
+        return -1;
+    }
+    if (c->rstate == COC__RX_HELLO && c->unix_ && !c->outgoing)
+        return recv_hello(c, dst, want);
+    return read(c->fd, dst, want);
+}
+
 static int conn_read(coc__conn *c)
 {
     for (int round = 0; round < READS_PER_EVENT; round++) {
@@ -416,7 +539,7 @@ static int conn_read(coc__conn *c)
             dst = c->rbuf + c->rlen;
             want = COC__RBUF - c->rlen;
         }
-        ssize_t n = read(c->fd, dst, want);
+        ssize_t n = rx_bytes(c, dst, want);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -443,6 +566,66 @@ static int conn_read(coc__conn *c)
     return 0; /* more to read: level-triggered polling reports it again */
 }
 
+static void read_or_fail(coc_engine *e, coc__conn *c, int rc)
+{
+    if (rc >= 0)
+        rc = conn_read(c);
+    if (rc < 0) {
+        pthread_mutex_lock(&e->lock);
+        coc__conn_fail(c, rc, c->why ? c->why : "error");
+        pthread_mutex_unlock(&e->lock);
+    }
+}
+
+/* The socket of a shared-memory connection is readable: doorbells (data, or room for our
+ * queued frames) or its end. The ring is read before an end is reported, so frames the
+ * peer wrote before closing (its BYE) are not lost. */
+static void ring_event(coc_engine *e, coc__conn *c)
+{
+    uint8_t bells[256];
+    ssize_t n;
+    while ((n = read(c->fd, bells, sizeof bells)) > 0)
+        ;
+    int rc = 0;
+    if (n == 0) {
+        c->why = "closed";
+        rc = COC_EPEERLOST;
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        c->why = "read failed";
+        rc = -errno;
+    }
+    pthread_mutex_lock(&e->lock);
+    if (c->head)
+        coc__conn_flush(c);
+    pthread_mutex_unlock(&e->lock);
+    if (rc < 0 && c->rstate != COC__RX_PAUSED)
+        while (coc__ring_avail(&c->rx) && c->rstate != COC__RX_PAUSED && c->state != COC__CS_DEAD)
+            if (conn_read(c) < 0)
+                break;
+    read_or_fail(e, c, rc);
+}
+
+void coc__conn_poll_rings(coc_engine *e)
+{
+    for (coc__conn *c = e->shm; c; c = c->next_shm)
+        if (c->state != COC__CS_DEAD && c->rstate != COC__RX_PAUSED && coc__ring_avail(&c->rx))
+            read_or_fail(e, c, 0);
+}
+
+int coc__conn_rings_idle(coc_engine *e, int on)
+{
+    int data = 0;
+    for (coc__conn *c = e->shm; c; c = c->next_shm) {
+        if (c->state == COC__CS_DEAD || c->rstate == COC__RX_PAUSED)
+            continue;
+        if (!on)
+            coc__ring_wake(&c->rx);
+        else
+            data |= coc__ring_sleep(&c->rx);
+    }
+    return data;
+}
+
 void coc__conn_event(coc_engine *e, coc__conn *c, unsigned events)
 {
     if (c->state == COC__CS_CONNECTING && (events & (COC__POLL_OUT | COC__POLL_ERR))) {
@@ -462,6 +645,10 @@ void coc__conn_event(coc_engine *e, coc__conn *c, unsigned events)
         pthread_mutex_lock(&e->lock);
         coc__conn_flush(c);
         pthread_mutex_unlock(&e->lock);
+    }
+    if ((events & COC__POLL_IN) && c->ring && c->state != COC__CS_DEAD) {
+        ring_event(e, c);
+        return;
     }
     if ((events & COC__POLL_IN) && c->state != COC__CS_CONNECTING && c->state != COC__CS_DEAD) {
         int rc = conn_read(c);
@@ -552,10 +739,57 @@ static void consume(coc__conn *c, size_t n)
     }
 }
 
+/* Write iov to the peer: into the ring once it is in use, else onto the socket.
+ * Returns bytes written or -1 with errno (EAGAIN: full; a full ring's reader rings). */
+static ssize_t tx_bytes(coc__conn *c, struct iovec *iov, int cnt)
+{
+    if (!on_ring(c)) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+        return sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    }
+    for (;;) {
+        int bell;
+        size_t n = coc__ring_write(&c->tx, iov, cnt, &bell);
+        if (bell)
+            doorbell(c);
+        if (n)
+            return (ssize_t)n;
+        if (!coc__ring_want_room(&c->tx)) {
+            errno = EAGAIN;
+            return -1;
+        }
+    }
+}
+
+/* The connector's hello carries its shared-memory segment (once sent, our copy of the
+ * fd is closed; the mapping stays). */
+static ssize_t send_hello(coc__conn *c)
+{
+    struct iovec iov = {c->hs_out + c->hs_off, c->hs_len - c->hs_off};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } ctl;
+    if (c->shm_fd >= 0 && c->hs_off == 0) {
+        memset(&ctl, 0, sizeof ctl);
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = sizeof ctl.buf;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &c->shm_fd, sizeof(int));
+    }
+    ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    if (n > 0 && c->shm_fd >= 0) {
+        close(c->shm_fd);
+        c->shm_fd = -1;
+    }
+    return n;
+}
+
 static int write_handshake(coc__conn *c)
 {
     while (c->hs_off < c->hs_len) {
-        ssize_t n = send(c->fd, c->hs_out + c->hs_off, c->hs_len - c->hs_off, MSG_NOSIGNAL);
+        ssize_t n = send_hello(c);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -619,8 +853,7 @@ void coc__conn_flush(coc__conn *c)
         }
         if (!cnt)
             break;
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
-        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        ssize_t n = tx_bytes(c, iov, cnt);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -633,6 +866,8 @@ void coc__conn_flush(coc__conn *c)
         }
         consume(c, (size_t)n);
         if ((size_t)n < total) {
+            if (on_ring(c) && coc__ring_want_room(&c->tx))
+                continue; /* room again already; else the reader rings when it makes some */
             set_out(c, 1);
             return;
         }
@@ -662,8 +897,7 @@ int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_req
     if (c->state == COC__CS_OPEN && !c->head && !c->delay_ns && c->hs_off == c->hs_len) {
         /* fast path: nothing queued, write from the caller's thread */
         struct iovec iov[2] = {{hdr, COC__HDR_LEN}, {(void *)payload, h->len}};
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = h->len ? 2 : 1};
-        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        ssize_t n = tx_bytes(c, iov, h->len ? 2 : 1);
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             coc__conn_fail(c, -errno, "write failed");
             return COC_EPEERLOST;
@@ -733,6 +967,12 @@ static void conn_free(coc_engine *e, coc__conn *c)
         free(c->rumsg->data);
         free(c->rumsg);
     }
+    for (coc__conn **pp = &e->shm; *pp; pp = &(*pp)->next_shm)
+        if (*pp == c) {
+            *pp = c->next_shm;
+            break;
+        }
+    shm_unmap(c);
     __atomic_store_n(&e->conns[slot], NULL, __ATOMIC_RELEASE);
     close(c->fd);
     free(c->rbuf);

@@ -41,6 +41,7 @@
 #include "sock.h"
 
 #define DEFAULT_SPIN_NS 50000
+#define DEFAULT_SHM 0 /* see docs/engine.md "Same-host transport" */
 #define HOUSEKEEPING_MS 100
 
 uint64_t coc__now_ns(void)
@@ -159,8 +160,22 @@ int coc__progress(coc_engine *e, int timeout_ms)
     int n = coc__poll_wait(e->pfd, ev, 64, timeout_ms);
     if (n > 0)
         dispatch(e, ev, n);
+    coc__conn_poll_rings(e);
     housekeeping(e);
     return n;
+}
+
+/* plock: the progress thread is about to sleep. Unless a thread spins (and polls the
+ * rings itself), writers to our rings must ring the doorbell; returns 1 when data came
+ * meanwhile (do not sleep). */
+static int going_idle(coc_engine *e)
+{
+    if (!e->shm)
+        return 0;
+    pthread_mutex_lock(&e->spin_lock);
+    int idle = e->spinners == 0;
+    pthread_mutex_unlock(&e->spin_lock);
+    return idle && coc__conn_rings_idle(e, 1);
 }
 
 static void *progress_main(void *arg)
@@ -170,16 +185,23 @@ static void *progress_main(void *arg)
         if (e->forward) {
             /* a gateway: wait on the sockets themselves, one system call less per frame */
             coc__event ev[64];
-            int n = coc__poll_wait(e->pfd, ev, 64, e->nhandshaking ? HOUSEKEEPING_MS : -1);
+            pthread_mutex_lock(&e->plock);
+            int again = going_idle(e);
+            pthread_mutex_unlock(&e->plock);
+            int n = coc__poll_wait(e->pfd, ev, 64, again ? 0 : e->nhandshaking ? HOUSEKEEPING_MS : -1);
             pthread_mutex_lock(&e->plock);
             if (n > 0)
                 dispatch(e, ev, n);
+            coc__conn_poll_rings(e);
             housekeeping(e);
             pthread_mutex_unlock(&e->plock);
             continue;
         }
+        pthread_mutex_lock(&e->plock);
+        int again = going_idle(e);
+        pthread_mutex_unlock(&e->plock);
         coc__event ev[2];
-        int n = coc__poll_wait(e->ofd, ev, 2, e->nhandshaking ? HOUSEKEEPING_MS : -1);
+        int n = coc__poll_wait(e->ofd, ev, 2, again ? 0 : e->nhandshaking ? HOUSEKEEPING_MS : -1);
         for (int i = 0; i < n; i++)
             if (ev[i].key == COC__KEY_WAKE)
                 drain(e->wfd);
@@ -193,13 +215,24 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-/* A thread starts or stops polling pfd itself: the progress thread need not wake for it. */
+/* A thread starts or stops polling pfd (and the rings) itself: the progress thread need
+ * not wake for it, and writers to our rings need not ring while it spins. When the last
+ * spinner stops, the doorbells are asked for again (and what came meanwhile is read). */
 static void spinning(coc_engine *e, int on)
 {
     pthread_mutex_lock(&e->spin_lock);
-    if (on ? e->spinners++ == 0 : --e->spinners == 0)
+    int edge = on ? e->spinners++ == 0 : --e->spinners == 0;
+    if (edge)
         coc__poll_mod(e->ofd, e->pfd, on ? 0 : COC__POLL_IN, COC__KEY_INNER);
     pthread_mutex_unlock(&e->spin_lock);
+    if (!edge || !e->shm)
+        return;
+    pthread_mutex_lock(&e->plock);
+    if (on)
+        coc__conn_rings_idle(e, 0);
+    else if (going_idle(e))
+        coc__wake(e); /* data came as we stopped: the progress thread takes it */
+    pthread_mutex_unlock(&e->plock);
 }
 
 /* ---- life cycle ---------------------------------------------------------------------------- */
@@ -265,6 +298,26 @@ static void engine_free(coc_engine *e)
     free(e);
 }
 
+/* Ring bytes per direction this engine offers same-host peers (0: none): the flags, then
+ * the environment (COC_SHM=0/1, COC_SHM_RING=bytes, a power of two) decide. A gateway
+ * does not offer (it accepts what endpoints offer). */
+static size_t shm_ring(uint32_t flags, int forward)
+{
+    int on = DEFAULT_SHM;
+    if (flags & COC_ENGINE_SHM)
+        on = 1;
+    if (flags & COC_ENGINE_NO_SHM)
+        on = 0;
+    const char *env = getenv("COC_SHM");
+    if (env && *env)
+        on = strcmp(env, "0") != 0;
+    const char *size = getenv("COC_SHM_RING");
+    unsigned long long bytes = size && *size ? strtoull(size, NULL, 0) : COC__SHM_RING_DEFAULT;
+    if (bytes < COC__SHM_RING_MIN || bytes > COC__SHM_RING_MAX || (bytes & (bytes - 1)))
+        bytes = COC__SHM_RING_DEFAULT;
+    return on && !forward ? (size_t)bytes : 0;
+}
+
 int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
 {
     if (!cfg || !out || !cfg->secret || cfg->secret_len < COC_SECRET_MIN ||
@@ -292,6 +345,7 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
         e->cfg.spin_ns = DEFAULT_SPIN_NS;
     e->self = cfg->self_id;
     e->forward = (cfg->flags & COC_ENGINE_FORWARD) != 0;
+    e->shm_ring = shm_ring(cfg->flags, e->forward);
     e->ofd = e->pfd = e->wfd = e->nfd = e->tfd = e->reserve_fd = e->tcp_fd = e->unix_fd = -1;
     pthread_mutex_init(&e->plock, NULL);
     pthread_mutex_init(&e->lock, NULL);
@@ -571,11 +625,15 @@ static int done(coc_request *r, coc_status *st)
     return 1;
 }
 
-/* One non-blocking look at the sockets, if no other thread is doing it. */
+/* One non-blocking look at the sockets, if no other thread is doing it. Reading a ring
+ * may have used up its doorbell request (or a new connection's ring has none yet) while
+ * the progress thread sleeps: ask for doorbells again before leaving. */
 static void poke(coc_engine *e)
 {
     if (pthread_mutex_trylock(&e->plock) == 0) {
         coc__progress(e, 0);
+        if (going_idle(e))
+            coc__wake(e);
         pthread_mutex_unlock(&e->plock);
     }
 }

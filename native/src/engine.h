@@ -22,6 +22,7 @@
 
 #include "coc/coc.h"
 #include "route.h"
+#include "shm.h"
 #include "wire.h"
 
 #define COC__MAX_CONNS 4096           /* connection slots per engine */
@@ -157,6 +158,12 @@ struct coc__conn {
     int err;                           /* DEAD: why */
     const char *why;
     coc__conn *next_resumed;
+    /* same-host shared memory (shm.h): once authenticated, frames go through the rings
+     * and the unix socket only carries doorbell bytes and the close */
+    int shm_fd;                        /* segment to send (connector) or received; -1 */
+    coc__ring tx, rx;                  /* mapped (tx.ctl set) when this connection uses shm */
+    uint8_t ring;                      /* reading from rx (after the proof) */
+    coc__conn *next_shm;               /* e->shm list; changed with both locks held */
 };
 
 typedef struct coc__peer {
@@ -204,6 +211,8 @@ struct coc_engine {
     uint32_t *rdv_gen;
     size_t rdv_cap;
     coc__conn *resumed;                /* paused connections to restart (progress side) */
+    coc__conn *shm;                    /* connections reading from a ring */
+    size_t shm_ring;                   /* ring bytes per direction offered; 0: no shm */
     void *pool[COC__POOL_CLASSES];     /* free forwarding buffers, linked through their first bytes */
     size_t pool_bytes;
     size_t ndead;                      /* connections marked dead, not yet reaped */
@@ -240,6 +249,10 @@ int coc__conn_unpause(coc__conn *c);                                /* plock: re
 void coc__conn_set_in(coc__conn *c, int on);                        /* lock */
 void coc__conn_flush_delayed(coc_engine *e);                        /* lock */
 void coc__conn_sweep(coc_engine *e);                                /* plock + lock: handshake deadlines */
+void coc__conn_poll_rings(coc_engine *e);                           /* plock: read what rings hold */
+/* plock: nobody will poll the rings for a while: ask writers to ring the doorbell (on = 1;
+ * returns 1 when data came meanwhile) or not (on = 0, a thread polls them now). */
+int coc__conn_rings_idle(coc_engine *e, int on);
 
 /* match.c (under lock) */
 int coc__matches(int32_t want_src, uint32_t want_ctx, int32_t want_tag, uint32_t src,

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "coc/coc.h"
@@ -51,6 +52,15 @@ int coc__shm_create(size_t size)
         return err;
     }
     return fd;
+}
+
+int64_t coc__shm_ring_size(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    size_t size = st.st_size >= 2 * PAGE ? (size_t)st.st_size / 2 - PAGE : 0;
+    return size_ok(size) && coc__shm_seg_len(size) == (size_t)st.st_size ? (int64_t)size : COC_EINVAL;
 }
 
 int coc__ring_map(coc__ring *r, int fd, size_t size, int which)

@@ -149,7 +149,7 @@ int coc__hello_decode(const uint8_t in[COC__HELLO_LEN], coc__hello *h, const cha
     h->id = get32(in + 8);
     if (h->role != COC__ROLE_CONNECTOR && h->role != COC__ROLE_ACCEPTOR)
         BAD("unknown role in preamble");
-    if (h->flags & ~COC__HELLO_GATEWAY)
+    if (h->flags & ~(COC__HELLO_GATEWAY | COC__HELLO_SHM))
         BAD("unknown preamble flags");
     if (get32(in + 12) != 0)
         BAD("reserved preamble bytes not zero");

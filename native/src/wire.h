@@ -48,6 +48,8 @@ int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **wh
 #define COC__ROLE_CONNECTOR 1
 #define COC__ROLE_ACCEPTOR 2
 #define COC__HELLO_GATEWAY 0x1 /* hello flag: the sender forwards frames */
+#define COC__HELLO_SHM 0x2     /* connector's hello: frames after the handshake go through
+                                  the shared-memory segment sent with this hello */
 
 typedef struct coc__hello {
     uint8_t role;

@@ -237,9 +237,66 @@ static void pingpong(size_t ring_size)
     CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Two engines over a 64 KiB ring: a stream of unexpected eager messages that overfills
+ * it, large rendezvous messages both ways at once, the shm log line, and a peer's close. */
+static void test_engines(void)
+{
+    setenv("COC_SHM", "1", 1);
+    setenv("COC_SHM_RING", "65536", 1);
+    coc_engine *a = t_open(1, 0, 0, 0, 0, 0), *b = t_open(2, 0, 0, 0, 0, 0);
+    unsetenv("COC_SHM");
+    unsetenv("COC_SHM_RING");
+    t_know(a, 2, b, 0);
+    t_know(b, 1, a, 0);
+    t_route(a, 2, 2);
+    t_route(b, 1, 1);
+    size_t big = 8u << 20, n = 60000;
+    uint8_t *src = malloc(big), *dst = calloc(1, big), *back = calloc(1, big);
+    for (size_t i = 0; i < big; i++)
+        src[i] = (uint8_t)(i * 7 + 3);
+    enum { MSGS = 100 };
+    coc_request *s[MSGS], *r, *r2, *s2;
+    for (int i = 0; i < MSGS; i++)
+        CHECK_RC(coc_isend(a, 2, 0, 9, src + i, n, &s[i]));
+    for (int i = 0; i < MSGS; i++) {
+        CHECK_RC(coc_irecv(b, 1, 0, 9, dst, big, &r));
+        coc_status st = t_wait(r);
+        CHECK(st.error == 0 && st.count == n && memcmp(dst, src + i, n) == 0);
+        coc_request_free(r);
+    }
+    for (int i = 0; i < MSGS; i++) {
+        CHECK(t_wait(s[i]).error == 0);
+        coc_request_free(s[i]);
+    }
+    CHECK_RC(coc_irecv(b, 1, 0, 3, dst, big, &r));
+    CHECK_RC(coc_irecv(a, 2, 0, 4, back, big, &r2));
+    CHECK_RC(coc_isend(a, 2, 0, 3, src, big, &s[0]));
+    CHECK_RC(coc_isend(b, 1, 0, 4, src + 1, big - 1, &s2));
+    CHECK(t_wait(r).error == 0 && memcmp(dst, src, big) == 0);
+    CHECK(t_wait(r2).error == 0 && memcmp(back, src + 1, big - 1) == 0);
+    CHECK(t_wait(s[0]).error == 0 && t_wait(s2).error == 0);
+    coc_request_free(r);
+    coc_request_free(r2);
+    coc_request_free(s[0]);
+    coc_request_free(s2);
+    char log[4096];
+    CHECK(coc_engine_take_log(a, log, sizeof log) >= 0 && strstr(log, "shared memory, 64 KiB rings"));
+    /* b leaves: a's receive from it ends with an error instead of waiting forever */
+    CHECK_RC(coc_irecv(a, 2, 0, 5, dst, big, &r));
+    coc_engine_close(b);
+    coc_status st = {0};
+    CHECK(coc_wait(r, 10 * T_SECOND, &st) == 0 && st.error == COC_EPEERLOST);
+    coc_request_free(r);
+    coc_engine_close(a);
+    free(src);
+    free(dst);
+    free(back);
+}
+
 int main(void)
 {
     test_ring_basics();
+    test_engines();
     pingpong(64u << 10);
     pingpong(1u << 20);
     pingpong(4u << 20);
