@@ -41,7 +41,7 @@
 #include "sock.h"
 
 #define DEFAULT_SPIN_NS 50000
-#define DEFAULT_SHM 0 /* see docs/engine.md "Same-host transport" */
+#define DEFAULT_SHM 1 /* see docs/engine.md "Same-host transport" */
 #define HOUSEKEEPING_MS 100
 
 uint64_t coc__now_ns(void)
@@ -227,7 +227,14 @@ static void spinning(coc_engine *e, int on)
     pthread_mutex_unlock(&e->spin_lock);
     if (!edge || !e->shm)
         return;
-    pthread_mutex_lock(&e->plock);
+    /* never wait for the token here: whoever holds it (the progress thread, a poke) asks
+     * for doorbells itself before letting go, unless it looked while we still spun, so
+     * then the progress thread is woken to look again */
+    if (pthread_mutex_trylock(&e->plock) != 0) {
+        if (!on)
+            coc__wake(e);
+        return;
+    }
     if (on)
         coc__conn_rings_idle(e, 0);
     else if (going_idle(e))

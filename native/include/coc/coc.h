@@ -76,10 +76,11 @@ typedef struct coc_request coc_request; /* opaque */
 /* Engine flags (coc_engine_config.flags). */
 #define COC_ENGINE_FORWARD 0x1 /* forward frames addressed to other endpoints (gateway) */
 /* Same-host peers (unix-socket addresses) talk through shared-memory rings set up over the
- * authenticated socket; the environment variable COC_SHM=0/1 overrides both flags and
- * COC_SHM_RING sets the ring size per direction (bytes, power of two, default 1 MiB). */
-#define COC_ENGINE_SHM 0x2     /* use shared memory with same-host peers */
-#define COC_ENGINE_NO_SHM 0x4  /* never (the unix socket only) */
+ * authenticated socket, by default; the environment variable COC_SHM=0/1 overrides both
+ * flags and COC_SHM_RING sets the ring size per direction (bytes, power of two, default
+ * 1 MiB). A gateway never offers shared memory (it accepts an endpoint's offer). */
+#define COC_ENGINE_SHM 0x2     /* use shared memory with same-host peers (the default) */
+#define COC_ENGINE_NO_SHM 0x4  /* never: the unix socket only */
 
 typedef struct coc_engine_config {
     uint32_t self_id;            /* this endpoint's id */
