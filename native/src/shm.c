@@ -9,6 +9,7 @@
  * writer facing a full ring does the same with the `full` flag, the reader ringing it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -43,10 +44,12 @@ int coc__shm_create(size_t size)
 {
     if (!size_ok(size))
         return COC_EINVAL;
-    int fd = memfd_create("coc-shm", MFD_CLOEXEC);
+    int fd = memfd_create("coc-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return -errno;
-    if (ftruncate(fd, (off_t)coc__shm_seg_len(size)) < 0) {
+    /* sealed to its size: a peer cannot shrink it under our mapping (SIGBUS) */
+    if (ftruncate(fd, (off_t)coc__shm_seg_len(size)) < 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
         int err = -errno;
         close(fd);
         return err;
@@ -57,6 +60,9 @@ int coc__shm_create(size_t size)
 int64_t coc__shm_ring_size(int fd)
 {
     struct stat st;
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK))
+        return COC_EINVAL; /* only a memfd sealed against shrinking is safe to map */
     if (fstat(fd, &st) < 0)
         return -errno;
     size_t size = st.st_size >= 2 * PAGE ? (size_t)st.st_size / 2 - PAGE : 0;

@@ -33,7 +33,8 @@ size_t coc__shm_seg_len(size_t size);
 /* Create an anonymous segment (memfd, close-on-exec) for two rings of `size` bytes,
  * zeroed; returns the fd or -errno (COC_EINVAL: size not a power of two in range). */
 int coc__shm_create(size_t size);
-/* The ring size of a segment received from a peer (from its length), or a negative error. */
+/* The ring size of a segment received from a peer (from its length), or a negative error
+ * (COC_EINVAL also when it is not sealed against shrinking). */
 int64_t coc__shm_ring_size(int fd);
 /* Map ring `which` (0 or 1) of the segment fd; 0 or -errno. */
 int coc__ring_map(coc__ring *r, int fd, size_t size, int which);

@@ -168,6 +168,7 @@ int main(void)
         setenv("COC_SHM", shm, 1);
     else
         unsetenv("COC_SHM");
+    run("shm 1 gw", 0, 1, 0, 0);    /* endpoints offer shm to the gateway, it does not */
     run("tcp 1 gw", 1, 1, 0, 0);
     run("tcp 2 gw", 1, 2, 0, 0);
     CHECK_DONE();

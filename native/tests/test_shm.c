@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -25,6 +26,12 @@ static void test_ring_basics(void)
     CHECK(coc__shm_create(4096 + 1) == COC_EINVAL);
     int fd = coc__shm_create(4096);
     CHECK(fd >= 0);
+    CHECK(coc__shm_ring_size(fd) == 4096);
+    CHECK(ftruncate(fd, 4096) < 0); /* sealed */
+    int plain = memfd_create("not-sealed", MFD_CLOEXEC);
+    CHECK(plain >= 0 && ftruncate(plain, (off_t)coc__shm_seg_len(4096)) == 0);
+    CHECK(coc__shm_ring_size(plain) == COC_EINVAL);
+    close(plain);
     coc__ring w, r;
     CHECK_RC(coc__ring_map(&w, fd, 4096, 1));
     CHECK_RC(coc__ring_map(&r, fd, 4096, 1));
