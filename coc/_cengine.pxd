@@ -35,6 +35,8 @@ cdef extern from "coc/coc.h" nogil:
     int COC_SECRET_MIN
     int COC_SECRET_MAX
     int COC_ENGINE_FORWARD
+    int COC_ENGINE_SHM
+    int COC_ENGINE_NO_SHM
 
     ctypedef struct coc_engine_config:
         uint32_t self_id

@@ -43,6 +43,7 @@ class Engine:
         forward: bool = False,
         handshake_timeout_ms: int = 0,
         spin_ns: int = 0,
+        shm: bool | None = None,
     ) -> None: ...
     @property
     def closed(self) -> bool: ...

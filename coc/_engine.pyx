@@ -337,6 +337,10 @@ cdef class Engine:
         Drop a connection not authenticated by then; 0 keeps the default.
     spin_ns : int
         How long waits poll before sleeping; 0 keeps the default, negative never spins.
+    shm : bool, optional
+        Talk to same-host peers through shared memory (True) or their unix socket only
+        (False); None keeps the engine's default (shared memory). ``COC_SHM`` in the
+        environment overrides both.
     """
     cdef c.coc_engine *_e
     cdef int _pid
@@ -353,7 +357,7 @@ cdef class Engine:
 
     def __init__(self, self_id, secret, *, listen_host=None, port_range=(0, 0),
                  eager_limit=0, fragment_size=0, forward_window=0, forward=False,
-                 handshake_timeout_ms=0, spin_ns=0):
+                 handshake_timeout_ms=0, spin_ns=0, shm=None):
         cdef c.coc_engine_config cfg
         cdef c.coc_engine *e = NULL
         cdef const unsigned char[::1] key = bytes(memoryview(secret))  # bytes-like only
@@ -374,6 +378,8 @@ cdef class Engine:
         cfg.eager_limit, cfg.fragment_size = eager_limit, fragment_size
         cfg.forward_window = forward_window
         cfg.flags = c.COC_ENGINE_FORWARD if forward else 0
+        if shm is not None:
+            cfg.flags |= c.COC_ENGINE_SHM if shm else c.COC_ENGINE_NO_SHM
         cfg.handshake_timeout_ms, cfg.spin_ns = handshake_timeout_ms, spin_ns
         with nogil:
             rc = c.coc_engine_open(&cfg, &e)

@@ -367,3 +367,23 @@ def test_peer_delay_emulates_latency(echo_pair):
         elapsed = time.monotonic() - t0
         assert delay <= elapsed < delay + 1.0
     assert child.result() == 2
+
+
+@pytest.mark.parametrize("transport", ["shm", "unix", "tcp"])
+def test_round_trip_over_every_transport(open_engine, spawn, transport):
+    kwargs = {"eager_limit": EAGER, "shm": transport == "shm"}
+    me = open_engine(1, **kwargs)
+    child = spawn(2, "echo", peer=1, count=2, engine_kwargs=kwargs)
+
+    def address(a):  # the tcp case hides the same-host address
+        return " ".join(w for w in a.split() if transport != "tcp" or w.startswith("tcp:"))
+
+    me.add_peer(2, address(child.address))
+    me.set_route(2, [2])
+    child.connect({1: address(me.address)}, {1: [1]})
+    for size in (100, 3 << 20):
+        data, out = engine_peers.payload(size, size), np.zeros(size, dtype=np.uint8)
+        r = me.irecv(out, 2)
+        me.isend(data, 2).wait(TIMEOUT)
+        assert r.wait(TIMEOUT).count == size and (out == data).all()
+    assert child.result() == 2
