@@ -2,30 +2,17 @@
 
 import json
 import os
-import warnings
 
 import pytest
 
-import coc.testbed
-from coc.errors import TopologyWarning
-from coc.topology import load
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: coc-run --testbed runs "
                                  "ranks in network namespaces (CI runs these as root)")]
 
 
-@pytest.fixture(scope="module")
-def bed():
-    """Build two-sites as namespaces for this module; always taken down."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TopologyWarning)
-        G = load("two-sites")
-    with coc.testbed.up(G, name=f"bench-{os.getpid()}") as testbed:
-        yield testbed
-
-
-def test_quick_pingpong_on_the_testbed(bed, job, tmp_path):
+def test_quick_pingpong_on_the_testbed(two_sites_testbed, job, tmp_path):
+    bed = two_sites_testbed
     placement = ["--testbed", bed.name, "--host", "a1", "--host", "a2:1", "--host", "b1:1",
                  "-n", "4"]
     res = job("coc-run", ["PingPong", "Empty", "--quick", "--no-plots", "--out", "out"],

@@ -9,14 +9,10 @@ import json
 import os
 import subprocess
 import textwrap
-import warnings
 
 import pytest
 
-import coc.testbed
-from coc.errors import TopologyWarning
 from coc.launcher.plan import gateway_daemon_available
-from coc.topology import load
 
 from launcher_helpers import COC_RUN
 
@@ -53,22 +49,13 @@ PAIR = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def bed():
-    """Build two-sites as namespaces for this module; always taken down."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TopologyWarning)
-        G = load("two-sites")
-    with coc.testbed.up(G, name=f"netns-{os.getpid()}") as testbed:
-        yield testbed
-
-
 def _coc_run(tmp_path, *args, timeout=25):
     return subprocess.run([*COC_RUN, *map(str, args)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-def test_a1_to_b1_crosses_only_through_the_gateway_daemons(bed, tmp_path):
+def test_a1_to_b1_crosses_only_through_the_gateway_daemons(two_sites_testbed, tmp_path):
+    bed = two_sites_testbed
     (tmp_path / "pair.py").write_text(PAIR)
     out = tmp_path / "out"
     result = _coc_run(tmp_path, "--testbed", bed.name, "--site", "a=1", "--site", "b=1",
@@ -87,8 +74,9 @@ def test_a1_to_b1_crosses_only_through_the_gateway_daemons(bed, tmp_path):
         assert "forwarding at tcp://0.0.0.0:" in (out / f"gateway.{gateway}.stderr").read_text()
 
 
-def test_a_direct_route_from_a1_to_b1_fails(bed):
+def test_a_direct_route_from_a1_to_b1_fails(two_sites_testbed):
     """What the gateways make possible is impossible without them: a1 cannot reach b1."""
+    bed = two_sites_testbed
     probe = ("import socket, sys\n"
              "s = socket.socket(); s.settimeout(2)\n"
              "try: s.connect(('10.2.0.1', 9))\n"
@@ -100,7 +88,8 @@ def test_a_direct_route_from_a1_to_b1_fails(bed):
     assert result.stdout.startswith("OSError 101"), result.stdout        # ENETUNREACH
 
 
-def test_ranks_run_in_their_hosts_namespaces(bed, tmp_path):
+def test_ranks_run_in_their_hosts_namespaces(two_sites_testbed, tmp_path):
+    bed = two_sites_testbed
     result = _coc_run(tmp_path, "--testbed", bed.name, "-n", 4, "--tag-output", "sh", "-c",
                       "ip -o -4 addr show scope global | awk '{print $4}'")
     assert result.returncode == 0, result.stderr

@@ -17,15 +17,11 @@ import signal
 import subprocess
 import textwrap
 import time
-import warnings
 from pathlib import Path
 
 import pytest
 
-import coc.testbed
-from coc.errors import TopologyWarning
 from coc.launcher.plan import gateway_daemon_available
-from coc.topology import load
 
 from launcher_helpers import COC_RUN
 
@@ -80,7 +76,7 @@ def _keygen(path):
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(tmp_path_factory, two_sites_testbed):
     """Two-sites as namespaces with sshd on b-gw (login) and a-gw (jump); all torn down."""
     sshd = _need_sshd()
     keys = tmp_path_factory.mktemp("ssh")
@@ -88,55 +84,52 @@ def site(tmp_path_factory):
     user_type, user_key = _keygen(keys / "user_ed25519")
     (keys / "authorized_keys").write_text(f"{user_type} {user_key} coc-test\n")
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)    # sshd's privilege separation dir
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TopologyWarning)
-        G = load("two-sites")
-    with coc.testbed.up(G, name=f"ssh-{os.getpid()}") as bed:
-        login, jump = bed.address("b-gw", "wan"), bed.address("a-gw", "a-lan")
-        compute = bed.address("b1")
-        (keys / "known_hosts").write_text("".join(f"{address} {host_type} {host_key}\n"
-                                                  for address in (login, jump, compute)))
-        (keys / "ssh_config").write_text(textwrap.dedent(f"""\
-            Host *
-              User root
-              IdentityFile {keys}/user_ed25519
-              IdentitiesOnly yes
-              UserKnownHostsFile {keys}/known_hosts
-              StrictHostKeyChecking yes
-            Host b1
-              HostName {compute}
+    bed = two_sites_testbed
+    login, jump = bed.address("b-gw", "wan"), bed.address("a-gw", "a-lan")
+    compute = bed.address("b1")
+    (keys / "known_hosts").write_text("".join(f"{address} {host_type} {host_key}\n"
+                                              for address in (login, jump, compute)))
+    (keys / "ssh_config").write_text(textwrap.dedent(f"""\
+        Host *
+          User root
+          IdentityFile {keys}/user_ed25519
+          IdentitiesOnly yes
+          UserKnownHostsFile {keys}/known_hosts
+          StrictHostKeyChecking yes
+        Host b1
+          HostName {compute}
+        """))
+    daemons = {}
+    for host in ("b-gw", "a-gw", "b1"):
+        config = keys / f"sshd_config.{host}"
+        config.write_text(textwrap.dedent(f"""\
+            Port 22
+            HostKey {keys}/host_ed25519
+            AuthorizedKeysFile {keys}/authorized_keys
+            PidFile {keys}/sshd.{host}.pid
+            PasswordAuthentication no
+            KbdInteractiveAuthentication no
+            PubkeyAuthentication yes
+            PermitRootLogin prohibit-password
+            StrictModes no
+            UsePAM no
+            AllowTcpForwarding yes
             """))
-        daemons = {}
-        for host in ("b-gw", "a-gw", "b1"):
-            config = keys / f"sshd_config.{host}"
-            config.write_text(textwrap.dedent(f"""\
-                Port 22
-                HostKey {keys}/host_ed25519
-                AuthorizedKeysFile {keys}/authorized_keys
-                PidFile {keys}/sshd.{host}.pid
-                PasswordAuthentication no
-                KbdInteractiveAuthentication no
-                PubkeyAuthentication yes
-                PermitRootLogin prohibit-password
-                StrictModes no
-                UsePAM no
-                AllowTcpForwarding yes
-                """))
-            daemons[host] = bed.popen(host, [sshd, "-D", "-e", "-f", str(config)],
-                                      stderr=subprocess.PIPE, text=True)
-        try:
-            for host in daemons:
-                _wait_listening(bed, host, daemons[host])
-            yield {"bed": bed, "keys": keys, "login": login, "jump": jump, "sshd": daemons}
-        finally:
-            for daemon in daemons.values():      # by PID: only the daemons this test started
-                daemon.terminate()
-                try:
-                    daemon.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    daemon.kill()
-                    daemon.wait(timeout=5)
-                daemon.stderr.close()
+        daemons[host] = bed.popen(host, [sshd, "-D", "-e", "-f", str(config)],
+                                  stderr=subprocess.PIPE, text=True)
+    try:
+        for host in daemons:
+            _wait_listening(bed, host, daemons[host])
+        yield {"bed": bed, "keys": keys, "login": login, "jump": jump, "sshd": daemons}
+    finally:
+        for daemon in daemons.values():      # by PID: only the daemons this test started
+            daemon.terminate()
+            try:
+                daemon.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait(timeout=5)
+            daemon.stderr.close()
 
 
 def _wait_listening(bed, host, daemon, timeout=10.0):
