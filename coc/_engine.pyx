@@ -478,6 +478,15 @@ cdef class Engine:
         req._engine, req._is_send, req._peer, req._tag = self, is_send, peer, tag
         return req
 
+    cdef Request _posted(self, Request req, int rc):
+        """Finish posting ``req`` after its nogil C call returned ``rc``; return it tracked."""
+        self._busy -= 1
+        if rc < 0:
+            req._release()
+            check(rc, req._what())
+        self._track(req)
+        return req
+
     cdef void _track(self, Request req) except *:
         """Keep ``req`` alive until complete; now and then forget completed ones."""
         self._pending.add(req)
@@ -498,12 +507,7 @@ cdef class Engine:
         self._enter()
         with nogil:
             rc = c.coc_isend(self._e, d, ctx, t, req._view.buf, req._view.len, &req._r)
-        self._busy -= 1
-        if rc < 0:
-            req._release()
-            check(rc, req._what())
-        self._track(req)
-        return req
+        return self._posted(req, rc)
 
     def irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
         """Post a receive into ``buf`` (writable, C-contiguous), filled in place."""
@@ -514,12 +518,7 @@ cdef class Engine:
         self._enter()
         with nogil:
             rc = c.coc_irecv(self._e, s, ctx, t, req._view.buf, req._view.len, &req._r)
-        self._busy -= 1
-        if rc < 0:
-            req._release()
-            check(rc, req._what())
-        self._track(req)
-        return req
+        return self._posted(req, rc)
 
     def iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, context=0):
         """Return the :class:`Status` of a matching message not yet received, or None."""
