@@ -164,7 +164,8 @@ def test_stopping_coc_run_while_queued_cancels_the_batch_job(start_coc_run, fake
     proc = start_coc_run("--batch", "--profile", fake_slurm["profile"], "-n", 2, "true")
     deadline = time.monotonic() + 15
     while not fake_slurm["log"].exists():
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline and proc.poll() is None, \
+            f"not reached within 15 s; coc-run exit code: {proc.poll()}"
         time.sleep(0.05)
     time.sleep(0.3)
     proc.send_signal(signal.SIGTERM)

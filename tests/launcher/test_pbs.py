@@ -104,7 +104,8 @@ def test_a_host_agent_that_dies_is_a_failure_naming_the_host(start_coc_run, pbs_
                          program("rank.py"), "--pid-dir", pids)
     deadline = time.monotonic() + 15
     while len(list(pids.glob("*.json"))) < 5:
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline and proc.poll() is None, \
+            f"not reached within 15 s; coc-run exit code: {proc.poll()}"
         time.sleep(0.05)
     agent = json.loads((pids / "4.json").read_text())["agent"]    # rank 4 runs on b2
     os.kill(agent, signal.SIGKILL)                  # the node's agent dies
