@@ -6,7 +6,6 @@ of the job has an *endpoint id* for the engine: ranks ``0 .. size-1``, then one 
 gateway daemon.
 """
 
-import importlib.util
 import secrets
 import sys
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from coc.launcher.environment import rank_environment
 from coc.launcher.spawners import spawner_for
 from coc.topology.units import format_time
 
-__all__ = ["GatewayDaemon", "Plan", "make_plan", "format_plan", "gateway_daemon_available"]
+__all__ = ["GatewayDaemon", "Plan", "make_plan", "format_plan"]
 
 #: The module a gateway daemon runs (``python -m coc.gateway``).
 GATEWAY_MODULE = "coc.gateway"
@@ -47,21 +46,6 @@ def _resolve_wildcard(G, host, peer_host, address):
         if d.get("kind") == "interface" and net in mine and d.get("address"):
             return address.replace(_WILDCARD, f"tcp://{d['address']}:")
     return address
-
-
-def gateway_daemon_available():
-    """Return True when this installation can run gateway daemons (``coc.gateway``).
-
-    The daemon needs the compiled engine's ``Engine`` class; a source tree whose extension
-    is not built (or is older than the binding) cannot start one.
-    """
-    if importlib.util.find_spec(GATEWAY_MODULE) is None:
-        return False
-    try:
-        from coc._native import engine
-    except ImportError:
-        return False
-    return hasattr(engine, "Engine")
 
 
 @dataclass(frozen=True)
@@ -127,8 +111,8 @@ class Plan:
     def _next_hops(self, src_host, dst_host, dest):
         """Return ``[[endpoint, weight], ...]`` where traffic to endpoint ``dest`` goes first.
 
-        Weights are the route tables' load shares as integers (per mille). Without gateway
-        daemons (the engine not built) every route is direct: the sites are local anyway.
+        Weights are the route tables' load shares as integers (per mille). A plan made with
+        ``start_gateways=False`` (never run: placement and failure tests) routes directly.
         """
         hops = self.tables.next_hops(src_host, dst_host) if src_host != dst_host else []
         if not hops or any(hop != dst_host and hop not in self._daemon_on for hop, _ in hops):
@@ -220,7 +204,7 @@ class Plan:
 
 def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="topology",
               oversubscribe=False, spawners=None, exports=None, job_id=None,
-              start_gateways=None, settings=None):
+              start_gateways=True, settings=None):
     """Return the :class:`Plan` for running ``command`` on topology ``G``.
 
     Parameters
@@ -239,7 +223,8 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
     spawners : dict, optional
         ``--spawner SITE=KIND`` overrides of the topology's per-site spawners.
     start_gateways : bool, optional
-        Start gateway daemons (default: when ``coc.gateway`` is installed).
+        Start gateway daemons (default). Inter-site traffic can only cross through them;
+        ``False`` is for plans that are never run (tests of placement and failures).
     settings : dict, optional
         ``{site: {key: value}}`` site settings (profiles, ``--testbed``); the topology's
         ``login`` and ``spawner`` of a site fill what they leave out.
@@ -249,8 +234,6 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
     placements = placing.place_ranks(available, counts)
     tables = topology.route_tables(G)
     gateway_hosts = placing.place_gateways(G, placements, tables)
-    if start_gateways is None:
-        start_gateways = gateway_daemon_available()
     daemons = [GatewayDaemon(len(placements) + i, G.nodes[h]["site"], h)
                for i, h in enumerate(gateway_hosts if start_gateways else ())]
     overrides = dict(spawners or {})

@@ -15,7 +15,7 @@ from coc.errors import LaunchError
 from coc.launcher import spawners
 from coc.launcher.control import Job
 from coc.launcher.output import OutputSink
-from coc.launcher.plan import gateway_daemon_available, make_plan
+from coc.launcher.plan import make_plan
 from launcher_helpers import assert_all_gone, program, recorded_pids, wait_for_files
 
 
@@ -83,7 +83,6 @@ def _gateway_pids(agent_pids):
     return found
 
 
-@pytest.mark.skipif(not gateway_daemon_available(), reason="the engine is not built")
 def test_a_dead_gateway_daemon_ends_the_job_naming_it(start_coc_run, tmp_path):
     proc = start_coc_run(*_rank_args(tmp_path))
     wait_for_files(tmp_path, 4)

@@ -18,7 +18,6 @@ import time
 import pytest
 
 from coc.launcher.environment import scheduler_allocation
-from coc.launcher.plan import gateway_daemon_available
 
 from launcher_helpers import assert_all_gone, program, recorded_pids
 
@@ -73,7 +72,6 @@ def test_ranks_on_the_other_nodes_start_through_pbsdsh(coc_run, pbs_job):
     assert sorted(pbs_job["log"].read_text().splitlines()) == ["b2", "ssh b-gw"]
 
 
-@pytest.mark.skipif(not gateway_daemon_available(), reason="needs the built engine")
 def test_a_message_crosses_from_a_host_agents_rank(coc_run, pbs_job):
     result = coc_run("--profile", pbs_job["profile"], "--host", "a1:1", "--host", "b2:1",
                      program("engine_ring.py"), env=pbs_job["env"])

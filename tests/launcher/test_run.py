@@ -6,7 +6,6 @@ import time
 
 import pytest
 
-from coc.launcher.plan import gateway_daemon_available
 
 from launcher_helpers import assert_all_gone, program, recorded_pids
 
@@ -102,7 +101,6 @@ def test_rendezvous_hands_out_secret_peers_and_routes(coc_run):
     assert answers[0]["routes"]["1"] == [[1, 1]]
 
 
-@pytest.mark.skipif(not gateway_daemon_available(), reason="the engine is not built")
 def test_real_engines_pass_a_ring_message_across_sites_through_gateway_daemons(coc_run,
                                                                                tmp_path):
     result = coc_run("-n", 4, "--output-dir", tmp_path / "out", program("engine_ring.py"))

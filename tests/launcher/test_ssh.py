@@ -21,15 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from coc.launcher.plan import gateway_daemon_available
 
 from launcher_helpers import COC_RUN
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: sshd and the ranks "
-                                 "run in network namespaces (CI runs these as root)"),
-              pytest.mark.skipif(not gateway_daemon_available(),
-                                 reason="needs the built engine (gateway daemons)")]
+                                 "run in network namespaces (CI runs these as root)")]
 
 SSHD = "/usr/sbin/sshd"
 HELLO = textwrap.dedent("""
