@@ -85,12 +85,12 @@ def test_the_rank_finds_its_welcome_and_its_address_is_relayed(tmp_path):
         for rank in job["ranks"]:
             rank["argv"] = [sys.executable, str(script)]
         proc.stdin.write(protocol.encode(job))
-        addresses, exits, output = {}, set(), b""
+        addresses, exits, output = {}, set(), {0: b"", 1: b""}
         answer = {"peers": {}, "routes": {}, "placement": [["a", "a1"]] * 2}
         while len(exits) < 2:
             message = await asyncio.wait_for(protocol.read_message(proc.stdout), 20)
-            if message["type"] == "output":
-                output += protocol.unpack_bytes(message["data"])
+            if message["type"] == "output":       # per rank: two ranks' chunks interleave
+                output[message["rank"]] += protocol.unpack_bytes(message["data"])
             elif message["type"] == "exit":
                 exits.add(message["rank"])
             elif message["type"] == "address":
@@ -104,4 +104,5 @@ def test_the_rank_finds_its_welcome_and_its_address_is_relayed(tmp_path):
 
     addresses, output = asyncio.run(scenario())
     assert addresses == {0: "tcp://h:0", 1: "tcp://h:1"}
-    assert sorted(output.decode().splitlines()) == ["0 0000", "1 0000", "answered", "answered"]
+    assert {rank: text.decode().splitlines() for rank, text in output.items()} == {
+        0: ["0 0000", "answered"], 1: ["1 0000", "answered"]}
