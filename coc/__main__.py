@@ -77,6 +77,7 @@ def main(argv=None):
         return 2
     if argv[0] == "-m":
         target, sys.argv = argv[1], argv[1:]
+        sys.path.insert(0, os.getcwd())          # as ``python -m module`` does
         run = runpy.run_module
         kwargs = {"run_name": "__main__", "alter_sys": True}
     else:
@@ -84,7 +85,7 @@ def main(argv=None):
         if not os.path.isfile(target):
             print(f"python -m coc: can't open file {target!r}", file=sys.stderr)
             return 2
-        sys.path[0] = os.path.dirname(os.path.abspath(target))
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))   # as ``python file``
         run = runpy.run_path
         kwargs = {"run_name": "__main__"}
     try:

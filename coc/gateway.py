@@ -19,6 +19,7 @@ import time
 
 from coc._native import engine as _engine
 from coc.errors import CocError, LaunchError
+from coc.pycommand import python_argv
 
 __all__ = ["GatewayProcess", "parse_config", "parse_routes", "apply_update", "serve", "main"]
 
@@ -219,7 +220,7 @@ class GatewayProcess:
             if key in config:
                 config[key] = _json_keys(config[key])
         self.module, self.timeout, self._buf = module, timeout, b""
-        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", module],
+        self.proc = subprocess.Popen([*prefix, *python_argv(module)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=stderr)
         self.pid = self.proc.pid

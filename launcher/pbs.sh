@@ -15,4 +15,4 @@ cd ${workdir}
 # The site's agent: it connects back to coc-run's relay on the login node and starts the
 # site's ranks and gateway daemons (PBS_NODEFILE says where). The token lives only here.
 export COC_BATCH_CALLBACK=${callback} COC_BATCH_TOKEN=${token}
-exec ${python} -m coc.launcher.batch connect
+exec ${connect}

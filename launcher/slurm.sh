@@ -16,4 +16,4 @@ cd ${workdir}
 # The site's agent: it connects back to coc-run's relay on the login node and starts the
 # site's ranks and gateway daemons. The token lives only in this file (mode 0700).
 export COC_BATCH_CALLBACK=${callback} COC_BATCH_TOKEN=${token}
-exec ${python} -m coc.launcher.batch connect
+exec ${connect}

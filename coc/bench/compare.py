@@ -19,11 +19,12 @@ from coc.bench import engine, patterns, plots, report
 from coc.bench.backend import CLASSES
 from coc.bench.plots import CLASS_TITLE, curve_points, plot_compare
 from coc.errors import CocError
+from coc.pycommand import python_argv
 
 __all__ = ["RUNS", "REFERENCES", "run_jobs", "reference_points", "pingpong_columns", "ratios",
            "format_report", "register"]
 
-BENCH = [sys.executable, "-m", "coc.bench", "run"]
+BENCH = python_argv("coc.bench", "run")
 # One pair of each class on two-sites: ranks 0,1 on a1, 2 on a2, 3 on b1.
 COC_PLACEMENT = ["--host", "a1", "--host", "a2:1", "--host", "b1:1", "-n", "4"]
 MPICH_TCP_ENV = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi",
@@ -31,7 +32,7 @@ MPICH_TCP_ENV = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi",
 
 # (key, title, launcher argv before the program, extra environment)
 RUNS = [
-    ("coc", "coc, coc-run on two-sites", [sys.executable, "-m", "coc.launcher.cli",
+    ("coc", "coc, coc-run on two-sites", [*python_argv("coc.launcher.cli"),
                                           *COC_PLACEMENT], {}),
     ("mpich-shm", "mpi4py + MPICH, shared memory", ["mpiexec", "-n", "4"], {}),
     ("mpich-tcp", "mpi4py + MPICH over TCP (loopback)", ["mpiexec", "-n", "4"], MPICH_TCP_ENV),

@@ -31,6 +31,7 @@ from coc.launcher import agent, protocol, spawners
 from coc.launcher.environment import scheduler_allocation
 from coc.launcher.profiles import data_dir
 from coc.launcher.spawners.ssh import ssh_command
+from coc.pycommand import python_argv
 
 __all__ = ["SCHEDULERS", "PLACEHOLDERS", "ScriptTemplate", "batch_sites", "script_values",
            "render_script", "format_scripts", "BatchSpawner", "use_batch", "RELAY_MODULE"]
@@ -54,6 +55,7 @@ PLACEHOLDERS = {
     "setup": "the site's 'setup' lines (module load, ...)",
     "workdir": "the site's 'workdir' (default: where the job was submitted)",
     "python": "the site's Python",
+    "connect": "the command that runs the job's agent with the site's Python",
     "callback": "host:port of the relay on the login node (filled in at submission)",
     "token": "the one-time token the job's agent proves (filled in at submission)",
 }
@@ -165,7 +167,9 @@ def script_values(plan, site):
             "options": scheduler.options(batch), "output": f"{name}.out",
             "setup": str(settings.get("setup") or "").rstrip("\n"),
             "workdir": str(settings.get("workdir") or scheduler.workdir),
-            "python": plan.spawner(site).python}
+            "python": plan.spawner(site).python,
+            "connect": shlex.join(python_argv("coc.launcher.batch", "connect",
+                                              python=plan.spawner(site).python))}
 
 
 def render_script(text, values, where="template"):
@@ -234,7 +238,7 @@ class BatchSpawner(spawners.Spawner):
         if host != self._login:
             return None
         hostname = self.topology.nodes[host].get("hostname", host)
-        return ssh_command(hostname, [self.python, "-m", spawners.AGENT_MODULE],
+        return ssh_command(hostname, python_argv(spawners.AGENT_MODULE, python=self.python),
                            {k: v for k, v in self.settings.items() if k == "user"})
 
     def listen_host(self, host):
@@ -272,8 +276,8 @@ def spread(job, allocation):
     for i, host in enumerate(dict.fromkeys(used)):
         node = nodes[i % len(nodes)]
         if node != nodes[0]:
-            hosts[host] = [*IN_JOB_LAUNCHERS[allocation.scheduler](node), sys.executable,
-                           "-m", spawners.AGENT_MODULE]
+            hosts[host] = [*IN_JOB_LAUNCHERS[allocation.scheduler](node),
+                           *python_argv(spawners.AGENT_MODULE)]
     return {**job, "hosts": hosts}
 
 

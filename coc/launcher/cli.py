@@ -19,6 +19,7 @@ from coc.launcher.output import OutputSink
 from coc.launcher.profiles import load_profile, merge_settings
 from coc.launcher.plan import format_plan, make_plan
 from coc.topology.hostlist import compress
+from coc.pycommand import python_argv
 
 __all__ = ["main", "build_parser", "split_command", "rank_command"]
 
@@ -98,20 +99,29 @@ def split_command(argv):
 def rank_command(command, python=sys.executable):
     """Return the argv each rank runs: Python programs go through ``python -m coc``.
 
+    A bare ``python``/``python3`` means the site's Python (``python``, which the plan turns
+    into each site's ``python`` setting), not whatever ``PATH`` finds first there; a path
+    to an interpreter is kept. Either runs through :func:`coc.pycommand.python_argv`, so
+    the rank imports the installed coc whatever its working directory.
+
     Examples
     --------
-    >>> rank_command(["hello.py", "-v"], python="py")
-    ['py', '-m', 'coc', 'hello.py', '-v']
-    >>> rank_command(["python3", "-m", "pkg"], python="py")
-    ['python3', '-m', 'coc', '-m', 'pkg']
+    >>> rank_command(["hello.py", "-v"], python="py")[3:]
+    ['coc', 'hello.py', '-v']
+    >>> argv = rank_command(["python3", "-m", "pkg"], python="py")
+    >>> argv[0], argv[3:]
+    ('py', ['coc', '-m', 'pkg'])
+    >>> rank_command(["/opt/py3.12/bin/python3", "app.py"], python="py")[0]
+    '/opt/py3.12/bin/python3'
     >>> rank_command(["hostname"])
     ['hostname']
     """
     if command[0] == "-m" or command[0].endswith(".py"):
-        return [python, "-m", "coc", *command]
+        return python_argv("coc", *command, python=python)
     if (_PYTHON.match(Path(command[0]).name) and len(command) > 1
             and (command[1] == "-m" or command[1].endswith(".py"))):
-        return [command[0], "-m", "coc", *command[1:]]
+        chosen = command[0] if "/" in command[0] else python
+        return python_argv("coc", *command[1:], python=chosen)
     return list(command)
 
 

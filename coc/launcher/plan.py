@@ -16,6 +16,7 @@ from coc.errors import LaunchError
 from coc.launcher import placement as placing
 from coc.launcher.environment import rank_environment
 from coc.launcher.spawners import spawner_for
+from coc.pycommand import python_argv
 from coc.topology.units import format_time
 
 __all__ = ["GatewayDaemon", "Plan", "make_plan", "format_plan"]
@@ -184,7 +185,7 @@ class Plan:
                                    "job_id": self.job_id, "secret": secret.hex()}}
                       for p in self.placements if p.site == site],
             "gateways": [{"endpoint": g.endpoint, "host": g.host,
-                          "argv": on(g.host, [spawner.python, "-m", GATEWAY_MODULE]),
+                          "argv": on(g.host, python_argv(GATEWAY_MODULE, python=spawner.python)),
                           "config": {"self_id": g.endpoint, "secret": secret.hex(),
                                      "listen_host": spawner.listen_host(g.host),
                                      "port_range": [0, 0],

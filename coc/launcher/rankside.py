@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 
 from coc.errors import LaunchError, ProtocolError
 from coc.launcher import protocol
@@ -193,3 +194,7 @@ def shepherd(environ=None):
         acknowledged = False
     return 0 if acknowledged else (status if signum is None else 128 + signum)
 
+
+
+if __name__ == "__main__":
+    sys.exit(shepherd())

@@ -4,6 +4,7 @@ import pytest
 
 from coc.launcher import cli
 from coc.launcher.cli import rank_command, split_command
+from coc.pycommand import python_argv
 
 
 def test_split_command_stops_at_the_program_and_honours_double_dash():
@@ -16,7 +17,10 @@ def test_split_command_stops_at_the_program_and_honours_double_dash():
 
 def test_python_programs_run_under_the_abort_hook_and_others_as_given():
     assert rank_command(["/usr/bin/python3.11", "app.py", "1"], python="py") == \
-        ["/usr/bin/python3.11", "-m", "coc", "app.py", "1"]
+        python_argv("coc", "app.py", "1", python="/usr/bin/python3.11")
+    # a bare python means the site's Python, not whatever PATH finds first there
+    assert rank_command(["python3", "-m", "pkg"], python="py") == \
+        python_argv("coc", "-m", "pkg", python="py")
     assert rank_command(["python", "-c", "print(1)"]) == ["python", "-c", "print(1)"]
     assert rank_command(["./a.out", "x.py"]) == ["./a.out", "x.py"]
 

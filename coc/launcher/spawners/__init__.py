@@ -11,6 +11,7 @@ import abc
 import sys
 
 from coc.errors import LaunchError
+from coc.pycommand import python_argv
 
 __all__ = ["Spawner", "SPAWNERS", "PLANNED", "AGENT_MODULE", "spawner_for"]
 
@@ -50,7 +51,7 @@ class Spawner(abc.ABC):
 
     def agent_argv(self):
         """Return the command that runs the agent on the site (the same Python by default)."""
-        return [self.python, "-m", self.agent_module]
+        return python_argv(self.agent_module, python=self.python)
 
     def host_argv(self, host, argv):
         """Return the command the agent runs to start ``argv`` on ``host`` (as is by default).

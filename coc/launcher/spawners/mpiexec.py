@@ -4,7 +4,7 @@ Three parts, one per process that takes part:
 
 - ``coc-run``: :class:`MpiexecSpawner` starts the site's agent as the ``local`` spawner does,
   with ``COC_AGENT_MPIEXEC`` naming the site's ``mpiexec`` (:func:`find_mpiexec`).
-- The agent: :func:`start_ranks` runs ``mpiexec -n K python -c SHEPHERD`` once for the
+- The agent: :func:`start_ranks` runs ``mpiexec -n K python -m coc.launcher.rankside`` once for the
   site's K ranks, with ``COC_SITE_MPI=1`` (so
   ``coc.comm`` carries messages between them through mpi4py) and ``COC_CONTROL_SOCKET``,
   the path of a Unix socket the agent listens on: mpiexec's proxies do not pass inherited
@@ -35,6 +35,7 @@ import tempfile
 
 from coc.errors import LaunchError
 from coc.launcher import protocol
+from coc.pycommand import python_argv
 from coc.launcher.agent import MPIEXEC, Child, die_with_parent, rank_socket
 from coc.launcher.rankside import CONTROL_SOCKET
 from coc.launcher.spawners.local import LocalSpawner
@@ -48,9 +49,8 @@ USER_MPIEXEC = "COC_MPIEXEC"
 SITE_MPI = "COC_SITE_MPI"
 #: Variables that belong to the site's MPI: a rank keeps mpiexec's values.
 _MPI_OWNED = ("PMI_RANK", "PMI_SIZE")
-#: What each process mpiexec starts runs: :func:`coc.launcher.rankside.shepherd` (``-c``, as
-#: ``rankside`` is a small import, which a shepherd per rank pays).
-SHEPHERD = "import sys; from coc.launcher.rankside import shepherd; sys.exit(shepherd())"
+#: What each process mpiexec starts runs: :func:`coc.launcher.rankside.shepherd`.
+SHEPHERD = "coc.launcher.rankside"
 
 
 def find_mpiexec(environ=None):
@@ -212,7 +212,7 @@ async def start_ranks(agent, ranks, mpiexec):
         listener.bind(path)
         listener.listen(len(ranks))
         listener.setblocking(False)
-        argv = [mpiexec, "-n", str(len(ranks)), sys.executable, "-c", SHEPHERD]
+        argv = [mpiexec, "-n", str(len(ranks)), *python_argv(SHEPHERD)]
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv, env={**{k: v for k, v in os.environ.items() if k != MPIEXEC},

@@ -19,6 +19,7 @@ from coc.launcher.environment import scheduler_allocation
 from coc.launcher.spawners.local import LocalSpawner
 from coc.launcher.spawners.netns import topology_listen_host
 from coc.launcher.spawners.ssh import ssh_command
+from coc.pycommand import python_argv
 
 __all__ = ["PbsSpawner", "pbsdsh_argv"]
 
@@ -75,7 +76,7 @@ class PbsSpawner(LocalSpawner):
         if host == self.agent_host:
             return None
         hostname = self.topology.nodes[host].get("hostname", host)
-        agent = [self.python, "-m", spawners.AGENT_MODULE]
+        agent = python_argv(spawners.AGENT_MODULE, python=self.python)
         in_job = {self._host_of(name) for name, _ in self._allocation().hosts}
         if self.settings.get("host_agent") == "ssh" or host not in in_job:
             return ssh_command(hostname, agent, self.settings)

@@ -24,6 +24,7 @@ import sys
 from coc.errors import LaunchError
 from coc.launcher import spawners
 from coc.launcher.spawners.netns import topology_listen_host
+from coc.pycommand import python_argv
 
 __all__ = ["SshSpawner", "ssh_command"]
 
@@ -134,7 +135,8 @@ class SshSpawner(spawners.Spawner):
         inner = {key: self.settings[key] for key in ("ssh_config", "ssh_options", "identity",
                                                      "user") if key in self.settings}
         return ssh_command(self.topology.nodes[host].get("hostname", host),
-                           self.remote_command([self.python, "-m", spawners.AGENT_MODULE]),
+                           self.remote_command(python_argv(spawners.AGENT_MODULE,
+                                                           python=self.python)),
                            inner)
 
     def listen_host(self, host):
