@@ -1,9 +1,49 @@
-"""Shared fixtures for the test suite."""
+"""Shared fixtures for the test suite.
+
+Timeouts in the tests are bounds against hangs, never performance checks. Every one of them
+is multiplied by ``COC_TEST_TIMEOUT_SCALE`` (default 1), which also scales pytest-timeout's
+per-test limit, so a slow or crowded machine needs one variable, not edits
+(docs/development.md, "Tests under load").
+"""
 
 import os
 import warnings
 
 import pytest
+
+#: The factor every test timeout is multiplied by.
+TIMEOUT_SCALE = float(os.environ.get("COC_TEST_TIMEOUT_SCALE") or 1)
+
+
+def scale_timeout(seconds):
+    """Return ``seconds`` times ``COC_TEST_TIMEOUT_SCALE``."""
+    return seconds * TIMEOUT_SCALE
+
+
+@pytest.fixture(name="scaled")
+def scaled_fixture():
+    """The function that scales a timeout: ``scaled(30)`` is 30 s times the factor."""
+    return scale_timeout
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Scale pytest-timeout's limit (ini ``timeout`` or ``--timeout``) before it reads it."""
+    if TIMEOUT_SCALE != 1:
+        base = config.getoption("timeout", None) or config.getini("timeout")
+        if base:
+            config.option.timeout = float(base) * TIMEOUT_SCALE
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Scale explicit ``@pytest.mark.timeout(N)`` limits as well."""
+    if TIMEOUT_SCALE == 1:
+        return
+    for item in items:
+        for mark in item.iter_markers("timeout"):
+            if mark.args:
+                mark.args = (float(mark.args[0]) * TIMEOUT_SCALE, *mark.args[1:])
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import socket
 import sys
 import traceback
 
+import coc
 from coc.errors import CocError
 from coc.launcher import hostagent, protocol
 from coc.launcher.rankside import CONTROL_FD
@@ -112,7 +113,7 @@ class Agent:
     async def run(self):
         """Serve the control channel until the job has ended here; return the exit code."""
         await self.send({"type": "hello", "pid": os.getpid(), "hostname": socket.gethostname(),
-                         "python": sys.executable})
+                         "python": sys.executable, "coc": coc.__version__})
         reading = asyncio.create_task(self.read_loop())
         stop = asyncio.create_task(self.stop_requested.wait())
         await asyncio.wait([reading, stop], return_when=asyncio.FIRST_COMPLETED)

@@ -17,8 +17,10 @@ import sys
 import threading
 import traceback
 
+from coc import __version__
 from coc.errors import CocError, LaunchError
 from coc.launcher import protocol
+from coc.pycommand import NO_COC
 
 __all__ = ["Job", "TERM_GRACE", "HELLO_TIMEOUT", "describe_exit"]
 
@@ -177,17 +179,25 @@ class Job:
         return status
 
     async def start(self):
-        """Start every site's agent at once; raise the first site's LaunchError, if any."""
+        """Start every site's agent at once; raise the first site's LaunchError, if any.
+
+        No site gets its part of the job before every agent has said hello, so a site that
+        cannot run coc stops the job before any rank starts.
+        """
         results = await asyncio.gather(*(self._start_site(site) for site in self.plan.sites),
                                        return_exceptions=True)
         self.started = True
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+        for site, agent in self.agents.items():
+            agent.send(self.plan.agent_job(site, self.secret, self.grace))
+            if self.stopping:            # stopped while the agents were starting
+                agent.send({"type": "stop"})
         self._check_ended()
 
     async def _start_site(self, site):
-        """Start one site's agent, wait for its hello, and send it its part of the job."""
+        """Start one site's agent and wait for its hello."""
         spawner = self.plan.spawner(site)
         try:
             process = await spawner.start({})
@@ -197,9 +207,6 @@ class Job:
         agent = self.agents[site] = AgentLink(site, process)
         await self._hello(agent)
         agent.task = asyncio.ensure_future(self._follow(agent))
-        agent.send(self.plan.agent_job(site, self.secret, self.grace))
-        if self.stopping:                # stopped while this agent was starting
-            agent.send({"type": "stop"})
 
     def _check_ended(self):
         if self.started and all(agent.finished for agent in self.agents.values()):
@@ -213,10 +220,18 @@ class Job:
         except asyncio.TimeoutError:
             raise LaunchError(f"site unreachable: its agent did not answer within "
                               f"{self.hello_timeout:g} s", site=agent.site) from None
+        spawner = self.plan.spawner(agent.site)
         if hello is None or hello["type"] != "hello":
             code = await agent.process.wait()
+            if code == NO_COC:
+                raise LaunchError(spawner.python_problem(None, "cannot import coc"),
+                                  site=agent.site)
             raise LaunchError(f"site unreachable: its agent ended (exit code {code}) before "
                               "it said hello", site=agent.site)
+        if hello.get("coc") != __version__:
+            raise LaunchError(spawner.python_problem(
+                hello.get("hostname"), f"imports coc {hello.get('coc', '(unknown)')}, this "
+                f"coc-run is {__version__}"), site=agent.site)
         return hello
 
     async def _follow(self, agent):

@@ -8,8 +8,10 @@ one new subclass registered in :data:`SPAWNERS`.
 """
 
 import abc
+import socket
 import sys
 
+from coc import __version__
 from coc.errors import LaunchError
 from coc.pycommand import python_argv
 
@@ -48,6 +50,17 @@ class Spawner(abc.ABC):
     def python(self):
         """Return the Python that runs the agent and Python ranks on the site."""
         return self.settings.get("python") or sys.executable
+
+    @property
+    def agent_where(self):
+        """Return the host the site's agent runs on, as messages name it."""
+        return getattr(self, "destination", None) or socket.gethostname()
+
+    def python_problem(self, host, problem):
+        """Return the one line that says the site's Python cannot run coc, and the fix."""
+        return (f"host {host or self.agent_where}: Python {self.python} {problem}; install "
+                f"coc {__version__} for that Python, or name one that has it in the site's "
+                "'python' setting (docs/launcher.md, \"Which Python runs on a site\")")
 
     def agent_argv(self):
         """Return the command that runs the agent on the site (the same Python by default)."""
