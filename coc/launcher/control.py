@@ -224,14 +224,14 @@ class Job:
         if hello is None or hello["type"] != "hello":
             code = await agent.process.wait()
             if code == NO_COC:
-                raise LaunchError(spawner.python_problem(None, "cannot import coc"),
-                                  site=agent.site)
+                raise LaunchError(spawner.python_problem("cannot import coc"),
+                                  site=agent.site, host=spawner.agent_where)
             raise LaunchError(f"site unreachable: its agent ended (exit code {code}) before "
                               "it said hello", site=agent.site)
         if hello.get("coc") != __version__:
             raise LaunchError(spawner.python_problem(
-                hello.get("hostname"), f"imports coc {hello.get('coc', '(unknown)')}, this "
-                f"coc-run is {__version__}"), site=agent.site)
+                f"imports coc {hello.get('coc', '(unknown)')}, this coc-run is {__version__}"),
+                site=agent.site, host=hello.get("hostname"))
         return hello
 
     async def _follow(self, agent):

@@ -44,7 +44,7 @@ def test_a_site_python_without_coc_stops_the_job_with_one_line(tmp_path, scaled)
     lines = _run(tmp_path, python, scaled)
     assert len(lines) == 1, lines
     assert f"Python {python} cannot import coc" in lines[0]
-    assert "host " in lines[0] and "'python' setting" in lines[0]
+    assert "site b, host " in lines[0] and "'python' setting" in lines[0]
 
 
 def test_a_site_python_with_another_coc_version_stops_the_job(tmp_path, scaled):

@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -143,9 +144,14 @@ def _wait_listening(bed, host, daemon, timeout=10.0):
 
 
 def _profile(site, tmp_path, **extra):
-    """Write a profile for site b (ssh to b-gw, ranks on b1 via ip netns exec); return it."""
+    """Write a profile for site b (ssh to b-gw, ranks on b1 via ip netns exec); return it.
+
+    The site's Python is named (this test's interpreter, which has coc), never left to
+    whichever ``python3`` the remote ``PATH`` finds first.
+    """
     bed = site["bed"]
     settings = {"spawner": "ssh", "login": "b-gw", "ssh_host": site["login"],
+                "python": sys.executable,
                 "ssh_config": str(site["keys"] / "ssh_config"), "workdir": str(tmp_path),
                 "host_exec": f"ip netns exec coc:{bed.name}:{{host}}", **extra}
     path = tmp_path / "profile.yaml"
@@ -176,6 +182,7 @@ def test_site_b_over_ssh(site, tmp_path):
     result = _coc_run_in(site, "a-gw", tmp_path, "--testbed", site["bed"].name, "--profile",
                          _profile(site, tmp_path), "--site", "a=1", "--site", "b=1",
                          "--output-dir", tmp_path / "out", "--", "python3", "hello.py")
+    # a bare python3 in the command is the site's python setting
     result = subprocess.CompletedProcess(result.args, result.returncode,
                                          "".join(p.read_text() for p in
                                                  sorted((tmp_path / "out").glob("rank.*.stdout"))),
@@ -208,6 +215,22 @@ def test_site_b_over_ssh_through_a_jump_host(site, tmp_path):
                          _profile(site, tmp_path, jump=site["jump"]),
                          "--site", "a=1", "--site", "b=1", "hello.py")
     _check_hello(result)
+
+
+def test_a_remote_python_without_coc_is_named_before_any_rank_starts(site, tmp_path):
+    python = tmp_path / "python-without-coc"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")   # no site-packages
+    python.chmod(0o755)
+    result = _coc_run_in(site, "a-gw", tmp_path, "--testbed", site["bed"].name, "--profile",
+                         _profile(site, tmp_path, python=str(python)),
+                         "--site", "a=1", "--site", "b=1", "touch", "ran")
+    assert result.returncode != 0
+    assert not (tmp_path / "ran").exists()
+    lines = [line for line in result.stderr.splitlines() if "cannot import coc" in line
+             and "coc-run: site b (ssh" not in line]             # the agent's own line, relayed
+    assert len(lines) == 1, result.stderr
+    assert f"site b, host {site['login']}: Python {python} cannot import coc" in lines[0]
+    assert "'python' setting" in lines[0]
 
 
 def test_an_unreachable_login_host_names_site_and_host(site, tmp_path):

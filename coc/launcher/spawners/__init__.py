@@ -56,9 +56,9 @@ class Spawner(abc.ABC):
         """Return the host the site's agent runs on, as messages name it."""
         return getattr(self, "destination", None) or socket.gethostname()
 
-    def python_problem(self, host, problem):
-        """Return the one line that says the site's Python cannot run coc, and the fix."""
-        return (f"host {host or self.agent_where}: Python {self.python} {problem}; install "
+    def python_problem(self, problem):
+        """Return the line that says the site's Python cannot run coc, and the fix."""
+        return (f"Python {self.python} {problem}; install "
                 f"coc {__version__} for that Python, or name one that has it in the site's "
                 "'python' setting (docs/launcher.md, \"Which Python runs on a site\")")
 
