@@ -30,7 +30,7 @@ _OPTIONS = {"eager_limit": 0, "fragment_size": 0, "forward_window": 0,
 
 
 class _Stop(Exception):
-    """Raised by the signal handler to leave the serving loop."""
+    """Raised by the signal handler to leave the serving loop (args: name, number)."""
 
 
 def _int_keys(mapping, what):
@@ -317,7 +317,7 @@ def _on_signal(signum, frame):
     # A second signal during shutdown takes the default action (exits at once).
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    raise _Stop(signal.Signals(signum).name)
+    raise _Stop(signal.Signals(signum).name, signum)
 
 
 def _read_first_line(fd):
@@ -343,12 +343,13 @@ def main(argv=None):
             raise ValueError("no configuration on stdin (expected one JSON line)")
         cfg = parse_config(json.loads(first))
         eng = _engine.Engine(**cfg["engine"])
-    except _Stop:
-        return 0
+    except _Stop as stop:
+        _end_by(stop.args[1])
     except (ValueError, TypeError, OSError, CocError) as exc:
         log.error("%s", exc)
         _reply({"error": str(exc)})
         return 2
+    signum = None
     with eng:
         try:
             apply_update(eng, cfg["peers"], cfg["routes"], cfg["connect"])
@@ -356,7 +357,7 @@ def main(argv=None):
             log.info("endpoint %d forwarding at %s", eng.self_id, eng.address)
             reason = serve(eng, 0, cfg["log_interval"])
         except _Stop as stop:
-            reason = str(stop)
+            reason, signum = stop.args
         except (ValueError, TypeError, OSError, CocError) as exc:
             log.error("%s", exc)
             _reply({"error": str(exc)})
@@ -368,7 +369,21 @@ def main(argv=None):
         stats = eng.stats()
     log.info("stopping (%s): %s", reason, stats)
     _reply({"exit": reason, "stats": stats})
+    if signum is not None:
+        _end_by(signum)
     return 0
+
+
+def _end_by(signum):
+    """End the process by ``signum`` (default action), so its parent sees what ended it.
+
+    A daemon killed by a signal that exited with code 0 would look like a clean end.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    signal.pause()
 
 
 if __name__ == "__main__":

@@ -63,10 +63,10 @@ def translate(comm, exc):
         return exc
     if isinstance(exc, TruncationError):
         source = comm._rank_of(exc.source)
-        size = "larger than" if exc.size is None else f"{exc.size} bytes but"
+        size = "" if exc.size is None else f"{exc.size} bytes, "
         return TruncationError(
-            f"{comm.name}: message from rank {source} with tag {exc.tag} is {size} "
-            f"the receive buffer of {exc.capacity} bytes",
+            f"{comm.name}: message from rank {source} with tag {exc.tag} is {size}larger "
+            f"than the receive buffer of {exc.capacity} bytes",
             source=source, tag=exc.tag, size=exc.size, capacity=exc.capacity)
     if isinstance(exc, PeerLost):
         peer = comm._rank_of(getattr(exc, "peer", None))

@@ -2,6 +2,7 @@
 
 import argparse
 import asyncio
+import math
 import os
 import re
 import secrets
@@ -29,8 +30,9 @@ _USAGE = "coc-run [options] (program.py | -m module | executable) [args ...]"
 _OPTIONS = [
     (("-n", "-np"), dict(type=int, metavar="N",
                          help="number of ranks (default: the --site total, or every slot)")),
-    (("--topology",), dict(default="two-sites", metavar="FILE|NAME",
-                           help="topology file or library name (default: two-sites)")),
+    (("--topology",), dict(metavar="FILE|NAME",
+                           help="topology file or library name (default: the --testbed's "
+                                "topology, else two-sites)")),
     (("--site",), dict(action="append", default=[], metavar="SITE=N",
                        help="run N ranks on SITE (repeatable; ranks numbered in this order)")),
     (("--host",), dict(action="append", default=[], metavar="HOSTS[:SLOTS]",
@@ -163,22 +165,38 @@ def _host_limits(args, G):
     return known + others, f"{where}: {compress([h for h, _ in known])}{rest}"
 
 
+def testbed_topology(name):
+    """Return the topology ``--testbed name`` implies: the one it was built from, else ``name``.
+
+    Without a testbed the default is the built-in ``two-sites``.
+    """
+    if name is None:
+        return "two-sites"
+    from coc.testbed import state
+    record = state.load(name) or {}
+    if record.get("file") and Path(record["file"]).is_file():
+        return record["file"]
+    return record.get("topology") or name
+
+
 def plan_job(args, command):
     """Return the :class:`~coc.launcher.plan.Plan` for parsed options and a program."""
     if not command or command == ["-m"]:
         raise LaunchError(f"no program given (usage: {_USAGE})")
     if args.n is not None and args.n < 1:
         raise LaunchError(f"-n {args.n}: need at least one rank")
-    if args.timeout is not None and args.timeout <= 0:
-        raise LaunchError(f"--timeout {args.timeout:g}: must be positive")
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise LaunchError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     sites = []
     for site, count in _pairs(args.site, "--site"):
         if not count.isdigit():
             raise LaunchError(f"--site {site}={count}: the count must be a number")
+        if int(count) < 1:
+            raise LaunchError(f"--site {site}={count}: need at least one rank")
         sites.append((site, int(count)))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TopologyWarning)
-        G = topology.load(args.topology)
+        G = topology.load(args.topology or testbed_topology(args.testbed))
     limits, hosts_from = _host_limits(args, G)
     layers = [load_profile(name) for name in args.profile]
     if args.testbed:

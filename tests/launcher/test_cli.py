@@ -1,5 +1,7 @@
 """coc-run's command line: program detection, and clear errors (exit 2, no traceback)."""
 
+import os
+
 import pytest
 
 from coc.launcher import cli
@@ -47,8 +49,12 @@ def _error(capsys, *argv):
     (["--spawner", "b=telnet", "true"], ["site b: unknown spawner 'telnet'"]),
     (["--spawner", "q=local", "true"], ["site q: --spawner: unknown site"]),
     (["--topology", "no-such-machine", "true"], ["no-such-machine", "two-sites"]),
-    (["--timeout", "0", "true"], ["--timeout 0: must be positive"]),
+    (["--timeout", "0", "true"], ["--timeout 0: must be a positive number of seconds"]),
+    (["--timeout", "nan", "true"], ["--timeout nan: must be a positive number of seconds"]),
+    (["--timeout", "inf", "true"], ["--timeout inf: must be a positive number of seconds"]),
     (["-n", "0", "true"], ["-n 0: need at least one rank"]),
+    (["--site", "a=0", "true"], ["--site a=0: need at least one rank"]),
+    (["--site", "a=2", "--site", "b=0", "true"], ["--site b=0: need at least one rank"]),
     (["-n", "2"], ["no program given"]),
     (["--hostfile", "/nonexistent/hosts", "true"], ["--hostfile /nonexistent/hosts"]),
     (["--output-dir", "/proc/no/such", "true"], ["--output-dir /proc/no/such"]),
@@ -103,3 +109,23 @@ def test_docs_list_every_option_and_every_rank_variable():
         assert f"`{flags[0]}" in docs, flags
     for variable, meaning in RANK_VARIABLES.items():
         assert f"| `{variable}` | {meaning} |" in docs, variable
+
+
+def test_testbed_name_implies_its_topology(capsys):
+    # no testbed of that name is up: the name is taken as the topology's
+    assert cli.main(["--testbed", "private-pair", "--dry-run", "true"]) == 0
+    out = capsys.readouterr().out
+    assert "topology: private-pair (" in out, out
+
+
+@pytest.mark.root
+def test_testbed_built_under_another_name_implies_the_topology_it_was_built_from(capsys):
+    import coc.testbed
+    from coc.topology import load
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces)")
+    with coc.testbed.up(load("private-pair"), name=f"clitb-{os.getpid()}") as bed:
+        assert cli.main(["--testbed", bed.name, "--dry-run", "true"]) == 0
+    out = capsys.readouterr().out
+    assert "topology: private-pair (" in out, out

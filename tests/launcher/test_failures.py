@@ -83,17 +83,19 @@ def _gateway_pids(agent_pids):
     return found
 
 
-def test_a_dead_gateway_daemon_ends_the_job_naming_it(start_coc_run, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_dead_gateway_daemon_ends_the_job_naming_it(start_coc_run, tmp_path, signum):
     proc = start_coc_run(*_rank_args(tmp_path))
     wait_for_files(tmp_path, 4)
     agents = {json.loads(p.read_text())["agent"] for p in tmp_path.glob("*.json")}
     gateways = _gateway_pids(agents)
     assert len(gateways) == 2
     pids = recorded_pids(tmp_path) | set(gateways)
-    os.kill(gateways[0], signal.SIGKILL)
+    os.kill(gateways[0], signum)
     _, err = proc.communicate(timeout=10)
-    assert proc.returncode == 128 + 9
-    assert "was killed by signal 9 (SIGKILL) while ranks were running; job stopped" in err
+    assert proc.returncode == 128 + signum
+    name = signal.Signals(signum).name
+    assert f"was killed by signal {signum} ({name}) while ranks were running; job stopped" in err
     assert "coc-run: gateway daemon on host " in err
     assert_all_gone(pids, within=0.5)
 
