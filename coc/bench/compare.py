@@ -254,10 +254,13 @@ def _report(args):
     except (CocError, subprocess.TimeoutExpired) as exc:
         print(f"coc bench report: {exc}", file=sys.stderr)
         return 1
-    for key, *_ in RUNS:
-        plots.plot_run(results[key], out / key)
-    _plot_pingpong(results, refs, out / "compare-pingpong.png")
-    _plot_collectives(results, out / "compare-collectives.png")
+    if plots.available():
+        for key, *_ in RUNS:
+            plots.plot_run(results[key], out / key)
+        _plot_pingpong(results, refs, out / "compare-pingpong.png")
+        _plot_collectives(results, out / "compare-collectives.png")
+    else:
+        print(f"coc bench report: {plots.SKIPPED}", file=sys.stderr, flush=True)
     command = " ".join(["coc bench report", *(["--quick"] if args.quick else []),
                         *(["--pin"] if args.pin else []),
                         *([f"--repeat {args.repeat}"] if args.repeat > 1 else []),

@@ -25,6 +25,19 @@ WHAT_STYLE = {"oneway": "-", "half-rtt": "--", "completion": "-"}
 CLASS_TITLE = {"host": "within host", "site": "within site", "wan": "across sites"}
 
 
+#: What a run without matplotlib (an optional dependency: ``coc[draw]``) prints instead of plots.
+SKIPPED = "plots skipped: matplotlib is not installed (pip install 'coc[draw]')"
+
+
+def available():
+    """Return True when matplotlib can be imported (the plots need it; the rest does not)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def pyplot():
     """Return matplotlib.pyplot on the non-interactive Agg backend."""
     import matplotlib

@@ -187,11 +187,14 @@ def run(args):
         "stats": report.all_stats(groups),
     }
     print(report.write(results, args.out), flush=True)
-    if not args.no_plots:
-        from coc.bench import plots
+    from coc.bench import plots
+    plotted = not args.no_plots and plots.available()
+    if plotted:
         plots.plot_run(results, args.out)
+    elif not args.no_plots:
+        print(f"coc bench run: {plots.SKIPPED}", file=sys.stderr, flush=True)
     print(f"\nwritten to {args.out}/ (results.json, samples.csv, table.txt"
-          f"{'' if args.no_plots else ', *.png'})", flush=True)
+          f"{', *.png' if plotted else ''})", flush=True)
     return 0
 
 

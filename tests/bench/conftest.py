@@ -22,13 +22,16 @@ def _mpiexec():
 
 
 @pytest.fixture
-def job(tmp_path):
+def job(tmp_path, scaled):
     """Run ``launcher`` ("mpiexec" or "coc-run") with ``nprocs`` ranks of ``coc bench run``.
 
-    The job runs in its own session; on timeout the whole session is killed. Returns the
-    CompletedProcess; its output is printed when the test fails.
+    The job runs in its own session; on timeout (a bound against hangs, scaled by
+    ``COC_TEST_TIMEOUT_SCALE``; a quick run takes seconds on an idle machine) the whole
+    session is killed. Returns the CompletedProcess; its output is printed when the test
+    fails.
     """
-    def run(launcher, bench_args, *, nprocs=2, timeout=50, env=None, launcher_args=()):
+    def run(launcher, bench_args, *, nprocs=2, timeout=240, env=None, launcher_args=()):
+        timeout = scaled(timeout)
         if launcher == "mpiexec":
             argv = [_mpiexec(), "-n", str(nprocs), *launcher_args]
         else:

@@ -70,6 +70,22 @@ def test_quick_under_coc_run_separates_host_site_and_wan(job, tmp_path):
     assert wan[0]["median"] > host[0]["median"]
 
 
+def test_without_matplotlib_the_run_says_in_one_line_that_plots_were_skipped(job, tmp_path):
+    hidden = tmp_path / "hidden"
+    (hidden / "matplotlib").mkdir(parents=True)
+    (hidden / "matplotlib" / "__init__.py").write_text(
+        "raise ImportError(\"No module named 'matplotlib' (hidden by the test)\")\n")
+    res = job("coc-run", ["PingPong", "--quick", "--out", "out"], nprocs=2,
+              env={"PYTHONPATH": str(hidden)})
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    skipped = [line for line in res.stderr.splitlines() if "plots skipped" in line]
+    assert skipped == ["coc bench run: plots skipped: matplotlib is not installed "
+                       "(pip install 'coc[draw]')"], res.stderr
+    assert (tmp_path / "out" / "results.json").is_file()
+    assert not list((tmp_path / "out").glob("*.png"))
+
+
 def test_cli_lists_patterns_and_rejects_unknown_ones():
     help_text = subprocess.run([sys.executable, "-m", "coc.cli", "bench", "run", "--help"],
                                capture_output=True, text=True, timeout=30).stdout
