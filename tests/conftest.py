@@ -1,29 +1,26 @@
 """Shared fixtures for the test suite.
 
-Timeouts in the tests are bounds against hangs, never performance checks. Every one of them
-is multiplied by ``COC_TEST_TIMEOUT_SCALE`` (default 1), which also scales pytest-timeout's
-per-test limit, so a slow or crowded machine needs one variable, not edits
-(docs/development.md, "Tests under load").
+Timeouts in the tests are bounds against hangs, never performance checks; every one is
+scaled by ``COC_TEST_TIMEOUT_SCALE`` (:mod:`hang_bounds`), and so is pytest-timeout's
+per-test limit.
 """
 
 import os
+import sys
 import warnings
 
 import pytest
 
-#: The factor every test timeout is multiplied by.
-TIMEOUT_SCALE = float(os.environ.get("COC_TEST_TIMEOUT_SCALE") or 1)
+# Test modules import hang_bounds by name (pytest runs with --import-mode=importlib).
+sys.path.insert(0, os.path.dirname(__file__))
 
-
-def scale_timeout(seconds):
-    """Return ``seconds`` times ``COC_TEST_TIMEOUT_SCALE``."""
-    return seconds * TIMEOUT_SCALE
+from hang_bounds import SCALE as TIMEOUT_SCALE, scaled  # noqa: E402
 
 
 @pytest.fixture(name="scaled")
 def scaled_fixture():
     """The function that scales a timeout: ``scaled(30)`` is 30 s times the factor."""
-    return scale_timeout
+    return scaled
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -62,12 +62,9 @@ def test_quick_under_coc_run_separates_host_site_and_wan(job, tmp_path):
     pingpong = {(s["class"], s["what"]) for s in results["stats"] if s["pattern"] == "PingPong"}
     assert pingpong == {(c, w) for c in ("host", "site", "wan") for w in ("oneway", "half-rtt")}
     assert {"hist-PingPong-wan.png", "hist-Isend-site.png", "ranks-Alltoall.png"} <= pngs
-    wan = [s for s in results["stats"]
-           if s["pattern"] == "PingPong" and s["class"] == "wan" and s["size"] == 8]
-    host = [s for s in results["stats"]
-            if s["pattern"] == "PingPong" and s["class"] == "host" and s["size"] == 8]
-    # Across sites a message crosses two gateway daemons: slower than within a host.
-    assert wan[0]["median"] > host[0]["median"]
+    # How much slower across sites than within a host is a benchmark figure
+    # (docs/performance.md), not something a test on a busy machine can assert.
+    assert all(s["n"] > 0 for s in results["stats"] if s["pattern"] == "PingPong")
 
 
 def test_without_matplotlib_the_run_says_in_one_line_that_plots_were_skipped(job, tmp_path):

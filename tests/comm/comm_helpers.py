@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from hang_bounds import scaled
 
 PROGRAMS = Path(__file__).parent / "programs"
 COC_RUN = [sys.executable, "-m", "coc.launcher.cli"]
@@ -22,6 +23,7 @@ def placement(n):
 
 def run_job(program, n, *args, timeout=60, env=None, check=True):
     """Run ``program`` on ``n`` ranks; return ``(completed process, {rank: report})``."""
+    timeout = scaled(timeout)
     cmd = [*COC_RUN, *placement(n), "--timeout", str(timeout), str(PROGRAMS / program),
            *map(str, args)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30,

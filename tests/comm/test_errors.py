@@ -8,6 +8,7 @@ import pytest
 from comm_helpers import assert_clean, run_job
 
 from coc.comm import pickling
+from hang_bounds import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,7 +47,7 @@ def test_lost_peer_raises_instead_of_hanging(n):
     proc, reports = run_job("errors.py", n, "lost", timeout=40, check=False)
     assert 0 in reports, proc.stdout + proc.stderr
     assert_clean({0: reports[0]})
-    assert reports[0]["seconds"] < 15
+    assert reports[0]["seconds"] < scaled(15)     # bounded, not hung
 
 
 def test_lost_peer_never_spoken_to_raises():
@@ -54,7 +55,7 @@ def test_lost_peer_never_spoken_to_raises():
     proc, reports = run_job("errors.py", 4, "lost-silent", timeout=20, check=False)
     assert 0 in reports, proc.stdout + proc.stderr
     assert_clean({0: reports[0]})
-    assert reports[0]["seconds"] < 15
+    assert reports[0]["seconds"] < scaled(15)     # bounded, not hung
 
 
 def test_restricted_unpickler_refuses_classes_from_other_sites():

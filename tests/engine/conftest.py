@@ -15,8 +15,9 @@ import engine_peers  # noqa: E402
 
 from coc._native import engine  # noqa: E402
 from coc.gateway import GatewayProcess  # noqa: E402
+from hang_bounds import scaled
 
-TIMEOUT = 30.0
+TIMEOUT = scaled(30.0)
 SECRET = engine_peers.SECRET
 
 

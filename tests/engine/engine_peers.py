@@ -12,8 +12,9 @@ import traceback
 import numpy as np
 
 from coc._native import engine
+from hang_bounds import scaled
 
-TIMEOUT = 30.0
+TIMEOUT = scaled(30.0)
 SECRET = bytes(range(32))  # the job secret every test endpoint shares
 
 

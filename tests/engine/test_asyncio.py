@@ -3,8 +3,9 @@
 import asyncio
 
 import numpy as np
+from hang_bounds import scaled
 
-TIMEOUT = 30.0
+TIMEOUT = scaled(30.0)
 
 
 async def _completed(loop, eng, req):

@@ -9,8 +9,9 @@ import pytest
 
 import engine_peers
 from coc import errors
+from hang_bounds import scaled
 
-TIMEOUT = 30.0
+TIMEOUT = scaled(30.0)
 EAGER = 64 << 10
 SIZES = [0, 10, EAGER, EAGER + 1, 3 << 20]  # eager and rendezvous
 

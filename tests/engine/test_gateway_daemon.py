@@ -11,8 +11,9 @@ import pytest
 import engine_peers
 from coc.errors import LaunchError
 from coc.gateway import GatewayProcess
+from hang_bounds import scaled
 
-TIMEOUT = 30.0
+TIMEOUT = scaled(30.0)
 
 
 def test_secret_stays_off_the_command_line(gateway):

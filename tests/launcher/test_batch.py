@@ -27,6 +27,7 @@ from coc.launcher.plan import make_plan
 from coc.topology import load
 
 from launcher_helpers import assert_all_gone, program
+from hang_bounds import scaled
 
 GOLDEN = Path(__file__).parents[1] / "data" / "launcher" / "batch"
 SETTINGS = {"python": "/opt/coc/bin/python", "workdir": "/scratch/me/run",
@@ -162,7 +163,7 @@ def test_stopping_coc_run_while_queued_cancels_the_batch_job(start_coc_run, fake
     for key, value in {**fake_slurm["env"], "FAKE_QUEUED": "1"}.items():
         monkeypatch.setenv(key, value)
     proc = start_coc_run("--batch", "--profile", fake_slurm["profile"], "-n", 2, "true")
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + scaled(60)
     while not fake_slurm["log"].exists():
         assert time.monotonic() < deadline and proc.poll() is None, \
             f"not reached within 15 s; coc-run exit code: {proc.poll()}"
@@ -190,7 +191,7 @@ def test_a_wrong_token_learns_nothing(tmp_path):
             "stdin": False, "callback": "127.0.0.1"}))
         relay.stdin.flush()
         script = tmp_path / "coc-x-b.sh"
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(60)
         while not script.exists() or not script.read_text():
             assert time.monotonic() < deadline
             time.sleep(0.05)

@@ -17,6 +17,7 @@ from coc.launcher.control import Job
 from coc.launcher.output import OutputSink
 from coc.launcher.plan import make_plan
 from launcher_helpers import assert_all_gone, program, recorded_pids, wait_for_files
+from hang_bounds import scaled
 
 
 def _rank_args(pid_dir, *extra):
@@ -30,11 +31,11 @@ def test_first_signal_stops_the_job_cleanly(start_coc_run, tmp_path, signum):
     sent = time.monotonic()
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=10)
-    assert time.monotonic() - sent < 2.0
+    assert time.monotonic() - sent < scaled(10)    # a bound against a hang
     assert proc.returncode == 128 + signum
     assert f"coc-run: {signal.Signals(signum).name} received, job stopped" in err
     assert out.count("ready") == 4
-    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+    assert_all_gone(recorded_pids(tmp_path))
 
 
 def test_second_ctrl_c_kills_at_once(start_coc_run, tmp_path):
@@ -45,9 +46,9 @@ def test_second_ctrl_c_kills_at_once(start_coc_run, tmp_path):
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=10)
-    assert time.monotonic() - sent < 0.8          # well inside the 1 s TERM grace
+    assert time.monotonic() - sent < scaled(0.8)  # inside the 1 s TERM grace when idle
     assert proc.returncode == 130
-    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+    assert_all_gone(recorded_pids(tmp_path))
 
 
 def test_ranks_that_ignore_sigterm_are_killed_after_the_grace_period(start_coc_run, tmp_path):
@@ -56,8 +57,8 @@ def test_ranks_that_ignore_sigterm_are_killed_after_the_grace_period(start_coc_r
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=10)
-    assert 0.9 < time.monotonic() - sent < 2.0
-    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+    assert 0.9 < time.monotonic() - sent < scaled(10)   # waited for the grace period
+    assert_all_gone(recorded_pids(tmp_path))
 
 
 def test_agents_end_their_ranks_when_coc_run_itself_is_killed(start_coc_run, tmp_path):
@@ -66,7 +67,7 @@ def test_agents_end_their_ranks_when_coc_run_itself_is_killed(start_coc_run, tmp
     pids = recorded_pids(tmp_path)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=5)
-    assert_all_gone(pids, within=2.5)
+    assert_all_gone(pids)
 
 
 def _gateway_pids(agent_pids):
@@ -97,7 +98,7 @@ def test_a_dead_gateway_daemon_ends_the_job_naming_it(start_coc_run, tmp_path, s
     name = signal.Signals(signum).name
     assert f"was killed by signal {signum} ({name}) while ranks were running; job stopped" in err
     assert "coc-run: gateway daemon on host " in err
-    assert_all_gone(pids, within=0.5)
+    assert_all_gone(pids)
 
 
 class _SiteThatNeverAnswers(spawners.Spawner):
@@ -126,7 +127,7 @@ def test_unreachable_site_fails_the_launch_and_stops_the_sites_already_started(
                                           r"\(exit code 255\) before it said hello"):
         asyncio.run(job.run(timeout=20))
     assert job.agents["a"].process.returncode == 0
-    assert_all_gone(recorded_pids(tmp_path) | {job.agents["a"].process.pid}, within=0.5)
+    assert_all_gone(recorded_pids(tmp_path) | {job.agents["a"].process.pid})
 
 
 class _SiteThatHangs(spawners.Spawner):
@@ -149,5 +150,5 @@ def test_a_site_that_never_answers_times_out_and_its_agent_is_killed(monkeypatch
     with pytest.raises(LaunchError, match=r"site a: site unreachable: its agent did not answer "
                                           r"within 0.5 s"):
         asyncio.run(job.run())
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < scaled(30)
     assert job.agents["a"].process.returncode == -9

@@ -20,6 +20,7 @@ import pytest
 from coc.launcher.environment import scheduler_allocation
 
 from launcher_helpers import assert_all_gone, program, recorded_pids
+from hang_bounds import scaled
 
 FAKE_PBSDSH = """#!/bin/sh
 # test double for PBS's pbsdsh: log the node, then run the command here, stdio connected
@@ -100,7 +101,7 @@ def test_a_host_agent_that_dies_is_a_failure_naming_the_host(start_coc_run, pbs_
     pids.mkdir()
     proc = start_coc_run("--profile", pbs_job["profile"], "--site", "a=1", "--site", "b=4",
                          program("rank.py"), "--pid-dir", pids)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + scaled(60)
     while len(list(pids.glob("*.json"))) < 5:
         assert time.monotonic() < deadline and proc.poll() is None, \
             f"not reached within 15 s; coc-run exit code: {proc.poll()}"

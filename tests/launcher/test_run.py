@@ -8,6 +8,7 @@ import pytest
 
 
 from launcher_helpers import assert_all_gone, program, recorded_pids
+from hang_bounds import scaled
 
 
 @pytest.mark.parametrize("n", [1, 2, 8])
@@ -133,11 +134,11 @@ def test_rank_exiting_nonzero_ends_the_job_with_its_code_and_no_orphans(coc_run,
     ended = time.time()
     assert result.returncode == 5
     assert "coc-run: rank 2 (site b, host b1) exited with code 5" in result.stderr
-    assert ended - float((tmp_path / "failed-at").read_text()) < 2.0
-    assert time.monotonic() - started < 20
+    assert ended - float((tmp_path / "failed-at").read_text()) < scaled(10)
+    assert time.monotonic() - started < scaled(60)
     pids = recorded_pids(tmp_path)
     assert len(pids) == 4 * 2 + 2          # ranks, grandchildren, two agents
-    assert_all_gone(pids, within=0.5)
+    assert_all_gone(pids)
 
 
 def test_rank_killed_by_a_signal_ends_the_job_with_128_plus_signal(coc_run, tmp_path):
@@ -145,7 +146,7 @@ def test_rank_killed_by_a_signal_ends_the_job_with_128_plus_signal(coc_run, tmp_
                      "--kill-rank", 0)
     assert result.returncode == 128 + 9
     assert "rank 0 (site a, host a1) was killed by signal 9 (SIGKILL)" in result.stderr
-    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+    assert_all_gone(recorded_pids(tmp_path))
 
 
 def test_unhandled_exception_in_one_rank_aborts_ranks_blocked_on_stdin(coc_run, tmp_path):
@@ -162,8 +163,8 @@ def test_unhandled_exception_in_one_rank_aborts_ranks_blocked_on_stdin(coc_run, 
     assert "[rank 1 (site b, host b1)] unhandled exception, aborting the job" in result.stderr
     assert "runpy" not in result.stderr
     assert "coc-run: rank 1 (site b, host b1) exited with code 1" in result.stderr
-    assert ended - float((tmp_path / "failed-at").read_text()) < 2.0
-    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+    assert ended - float((tmp_path / "failed-at").read_text()) < scaled(10)
+    assert_all_gone(recorded_pids(tmp_path))
 
 
 def test_stdin_reaches_rank_0_only(coc_run):
@@ -179,8 +180,8 @@ def test_timeout_stops_the_job_with_124(coc_run, tmp_path):
                      "--ignore-term", "--grandchild")
     assert result.returncode == 124
     assert "coc-run: timeout after 1 s" in result.stderr
-    assert time.monotonic() - started < 10
-    assert_all_gone(recorded_pids(tmp_path), within=0.5)
+    assert time.monotonic() - started < scaled(60)
+    assert_all_gone(recorded_pids(tmp_path))
 
 
 def test_a_reader_that_stops_early_does_not_hang_the_job(tmp_path):

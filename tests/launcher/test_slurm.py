@@ -179,7 +179,7 @@ def test_a_failing_rank_in_the_allocation_stops_the_job_with_its_code(slurm, top
     assert result.returncode == 7, result.stderr
     assert f"coc-run: rank 2 (site a, host {HOST}) exited with code 7" in result.stderr
     assert len(list(pid_dir.glob("*.json"))) == 6
-    assert_all_gone(recorded_pids(pid_dir), within=2.0)
+    assert_all_gone(recorded_pids(pid_dir))
     assert _steps_left(slurm) == ""
 
 
@@ -199,7 +199,7 @@ def test_killing_coc_run_in_the_allocation_ends_the_step_and_its_ranks(slurm, to
                                  text=True, timeout=10).stdout.split()
         assert len(coc_run) == 1
         os.kill(int(coc_run[0]), signal.SIGKILL)
-        assert_all_gone(recorded_pids(pid_dir), within=2.0)
+        assert_all_gone(recorded_pids(pid_dir))
         proc.communicate(timeout=20)
         assert _steps_left(slurm) == ""
     finally:

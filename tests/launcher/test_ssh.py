@@ -24,6 +24,7 @@ import pytest
 
 
 from launcher_helpers import COC_RUN
+from hang_bounds import scaled
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: sshd and the ranks "
@@ -255,7 +256,7 @@ def test_a_lost_ssh_connection_ends_the_job_naming_site_and_host(site, tmp_path)
                              text=True, stdin=subprocess.DEVNULL)
     try:
         while not (tmp_path / "started.0").exists() or not (tmp_path / "started.1").exists():
-            assert time.monotonic() - start < 15, "the job did not start"
+            assert time.monotonic() - start < scaled(60), "the job did not start"
             time.sleep(0.05)                             # the job is running on both sites
         sessions = _children(listener) - before
         for pid in sessions:
@@ -268,7 +269,7 @@ def test_a_lost_ssh_connection_ends_the_job_naming_site_and_host(site, tmp_path)
     assert proc.returncode == 1, err
     assert f"site b (ssh {site['login']}): connection failed or lost" in err
     assert "site b: its agent died" in err
-    assert time.monotonic() - start < 25
+    assert time.monotonic() - start < scaled(120)
     sshd_b1 = site["sshd"]["b1"].pid
     leftover = {int(p) for p in site["bed"].exec(
         "b1", ["ip", "netns", "pids", f"coc:{site['bed'].name}:b1"], capture_output=True,
@@ -289,8 +290,8 @@ def _children(pid):
     return found
 
 
-def _wait_gone(pids, within=3.0):
-    deadline = time.monotonic() + within
+def _wait_gone(pids, within=10.0):
+    deadline = time.monotonic() + scaled(within)
     while time.monotonic() < deadline:
         if not any(Path(f"/proc/{p}").exists() for p in pids):
             return True

@@ -5,9 +5,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hang_bounds import scaled
 
 NATIVE = Path(__file__).resolve().parents[2] / "native"
-TIMEOUT = 60
+TIMEOUT = scaled(60)
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None or not NATIVE.is_dir(),
                                 reason="needs make and the native/ source tree")

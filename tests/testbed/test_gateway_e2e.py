@@ -18,6 +18,7 @@ import pytest
 import coc._engine
 from coc.gateway import GatewayProcess
 from coc.topology import route
+from hang_bounds import scaled
 
 pytestmark = [
     pytest.mark.root,
@@ -173,4 +174,5 @@ def test_wan_latency_is_emulated_by_the_engine_where_the_kernel_cannot(two_sites
             other=ids[other], rounds=20))
     rtt = _result(ends[1])["rtt"]
     _result(ends[0])
-    assert 2 * wan <= rtt < 2 * wan + 2e-3, f"round trip {rtt * 1e3:.3f} ms"
+    # the model's latency is applied on each crossing; the upper bound only catches a hang
+    assert 2 * wan <= rtt < 2 * wan + scaled(5.0), f"round trip {rtt * 1e3:.3f} ms"
