@@ -41,4 +41,7 @@ def test_readme_first_command_from_a_fresh_clone(tmp_path, scaled):
     installed = subprocess.run([str(venv / "bin" / "python"), "-c",
                                 "import coc; print(coc.__file__)"], cwd=tmp_path, env=env,
                                capture_output=True, text=True, timeout=scaled(60))
-    assert not installed.stdout.startswith(str(clone)), installed.stdout
+    package = Path(installed.stdout.strip()).parent
+    assert not str(package).startswith(str(clone)), installed.stdout
+    # PEP 561: the package says it carries types, and the engine's stub comes with it
+    assert (package / "py.typed").is_file() and (package / "_engine.pyi").is_file()
