@@ -237,6 +237,11 @@ cdef class Request:
                 f"message from endpoint {s.source} with tag {s.tag} is {s.count} bytes "
                 f"but the receive buffer holds only {self._size} bytes",
                 source=s.source, tag=s.tag, size=s.count, capacity=self._size)
+        if err == c.COC_EAUTH:
+            address = self._engine._addresses.get(self._peer, "an unknown address")
+            raise _errors.AuthenticationError(
+                f"{self._what()}: endpoint {self._peer} at {address} failed authentication: "
+                "the two ends do not hold the same job secret (is it part of this job?)")
         if err == c.COC_EPEERLOST:
             peer = s.source if (not self._is_send and s.source >= 0) else self._peer
             exc = _errors.PeerLost(f"{self._what()}: endpoint {peer} lost "
@@ -349,10 +354,12 @@ cdef class Engine:
     cdef set _pending       # requests not yet completed, kept alive with their buffers
     cdef Py_ssize_t _sweep_at
     cdef readonly unsigned int self_id
+    cdef dict _addresses    # peer id -> the address given to add_peer (for messages)
 
     def __cinit__(self):
         self._e = NULL
         self._pending = set()
+        self._addresses = {}
         self._sweep_at = 64
 
     def __init__(self, self_id, secret, *, listen_host=None, port_range=(0, 0),
@@ -423,6 +430,7 @@ cdef class Engine:
         """Tell the engine how to reach endpoint ``id`` (its :attr:`address`)."""
         cdef bytes a = address.encode()
         check(c.coc_engine_add_peer(self._handle(), id, a), f"add peer {id}")
+        self._addresses[id] = address
 
     def set_route(self, dest, hops, weights=None):
         """Route traffic for ``dest`` through next ``hops`` (``dest`` itself: directly).

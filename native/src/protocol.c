@@ -435,6 +435,8 @@ void coc__lost_conn(coc_engine *e, coc__conn *c)
 {
     uint32_t peer = c->peer_id;
     int crashed = c->authed && !c->bye;
+    /* a connection that failed the handshake fails its sends as such, not as a lost peer */
+    int why = c->err == COC_EAUTH ? COC_EAUTH : COC_EPEERLOST;
     if (crashed) {
         e->stats.peers_lost++;
         coc__log(e, "%s lost: %s (%s)", c->name, c->why ? c->why : "closed", coc_strerror(c->err));
@@ -445,10 +447,10 @@ void coc__lost_conn(coc_engine *e, coc__conn *c)
             continue;
         if (r == c->rreq) {
             r->busy = 0;
-            coc__complete(e, r, COC_EPEERLOST);
+            coc__complete(e, r, why);
         } else if (r->kind == COC__SEND) {
             if (r->conn_key == c->key)
-                fail(e, r, r->peer, COC_EPEERLOST);
+                fail(e, r, r->peer, why);
         } else if (!c->authed) {
             continue; /* a stranger never fed a receive */
         } else if (r->phase == COC__POSTED) {

@@ -388,3 +388,18 @@ def test_round_trip_over_every_transport(open_engine, spawn, transport):
         me.isend(data, 2).wait(TIMEOUT)
         assert r.wait(TIMEOUT).count == size and (out == data).all()
     assert child.result() == 2
+
+
+def test_a_peer_with_another_secret_fails_sends_as_authentication_naming_its_address(
+        open_engine):
+    me = open_engine(1)
+    stranger = open_engine(2, secret=b"z" * 32)
+    me.add_peer(2, stranger.address)
+    me.set_route(2, [2])
+    with pytest.raises(errors.AuthenticationError) as info:
+        me.isend(b"for a stranger", 2).wait(TIMEOUT)
+    assert str(info.value) == (
+        f"send to endpoint 2 (tag 0): endpoint 2 at {stranger.address} failed authentication: "
+        "the two ends do not hold the same job secret (is it part of this job?)")
+    assert not isinstance(info.value, errors.PeerLost)
+    assert any("auth" in line.lower() and "endpoint 2" in line for line in me.take_log())
