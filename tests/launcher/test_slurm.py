@@ -19,6 +19,7 @@ import pytest
 from coc import topology
 from coc.launcher.spawners.mpiexec import find_mpiexec
 from coc.launcher.spawners.slurm import SlurmSpawner
+from coc.pycommand import python_argv
 from launcher_helpers import COC_RUN, assert_all_gone, program, recorded_pids, wait_for_files
 from slurm_cluster import missing_reason, start_cluster
 
@@ -229,4 +230,4 @@ def test_a_site_over_two_allocated_nodes_gets_a_host_agent_step_on_the_second(mo
     assert spawner.host_agent_argv("a-gw") is None         # not allocated: the agent's step
     argv = spawner.host_agent_argv("a2")
     assert Path(argv[0]).name == "srun" and "--nodelist=a2" in argv
-    assert argv[-3:] == [sys.executable, "-m", "coc.launcher.agent"]
+    assert argv[-4:] == python_argv("coc.launcher.agent")
