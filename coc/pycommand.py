@@ -21,13 +21,13 @@ __all__ = ["BOOTSTRAP", "NO_COC", "python_argv"]
 NO_COC = 97
 
 #: Run with ``python -c``: ``sys.argv[1]`` is the module, the rest its arguments. One line,
-#: so that it reads well inside a job script or an ssh command line.
+#: without single quotes, so that it reads well quoted in a job script or an ssh command.
 BOOTSTRAP = (
-    "import runpy,sys;from importlib.util import find_spec;"
-    "del sys.path[:not getattr(sys.flags,'safe_path',0)];"           # the working directory
-    "find_spec('coc') or sys.exit(print('coc:',sys.executable,'cannot import coc',"
-    f"file=sys.stderr) or {NO_COC});"
-    "runpy.run_module(sys.argv.pop(1),run_name='__main__',alter_sys=True)"
+    'import runpy,sys;from importlib.util import find_spec;'
+    'del sys.path[:not getattr(sys.flags,"safe_path",0)];'           # the working directory
+    'find_spec("coc") or sys.exit(print("coc:",sys.executable,"cannot import coc",'
+    f'file=sys.stderr) or {NO_COC});'
+    'runpy.run_module(sys.argv.pop(1),run_name="__main__",alter_sys=True)'
 )
 
 

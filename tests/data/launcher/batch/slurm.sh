@@ -18,4 +18,4 @@ cd /scratch/me/run
 # The site's agent: it connects back to coc-run's relay on the login node and starts the
 # site's ranks and gateway daemons. The token lives only in this file (mode 0700).
 export COC_BATCH_CALLBACK=login.b.example.org:40000 COC_BATCH_TOKEN=feedc0de
-exec /opt/coc/bin/python -m coc.launcher.batch connect
+exec /opt/coc/bin/python -c 'import runpy,sys;from importlib.util import find_spec;del sys.path[:not getattr(sys.flags,"safe_path",0)];find_spec("coc") or sys.exit(print("coc:",sys.executable,"cannot import coc",file=sys.stderr) or 97);runpy.run_module(sys.argv.pop(1),run_name="__main__",alter_sys=True)' coc.launcher.batch connect
