@@ -168,12 +168,18 @@ def _host_limits(args, G):
 def testbed_topology(name):
     """Return the topology ``--testbed name`` implies: the one it was built from, else ``name``.
 
-    Without a testbed the default is the built-in ``two-sites``.
+    Without a testbed the default is the built-in ``two-sites``. A testbed that is not up
+    and names no topology is an error (``--dry-run`` plans a library name without it).
     """
     if name is None:
         return "two-sites"
     from coc.testbed import state
-    record = state.load(name) or {}
+    record = state.load(name)
+    if record is None:
+        if name in topology.library_names() or Path(name).is_file():
+            return name
+        raise LaunchError(f"--testbed {name}: no testbed named {name!r} is up (build it "
+                          f"with: coc testbed up TOPOLOGY --name {name})")
     if record.get("file") and Path(record["file"]).is_file():
         return record["file"]
     return record.get("topology") or name
