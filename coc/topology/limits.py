@@ -128,8 +128,10 @@ def excerpt(value):
     >>> excerpt([[1, 2]] * 10**6)
     '[[1, 2], [1, 2], [1, 2], [1, 2], ...]'
     """
-    cut = _Excerpt()
     size = limits().excerpt
+    if isinstance(value, str) and len(value) < size // 2:   # the common case, kept cheap
+        return repr(value)
+    cut = _Excerpt()
     cut.maxstring = cut.maxother = cut.maxlong = size
     cut.maxlist = cut.maxtuple = cut.maxdict = cut.maxset = cut.maxfrozenset = 4
     cut.maxlevel = 3

@@ -148,7 +148,10 @@ class _Joins:
     """What joins networks into components: links, and the networks of each gateway."""
 
     def __init__(self, G):
-        self.networks = [n for n, d in G.nodes(data=True) if d["kind"] == "network"]
+        # Networks nothing attaches to are components of their own: leaving them out keeps
+        # the work per gateway proportional to the networks in use (files can list 500 000).
+        self.networks = [n for n, d in G.nodes(data=True) if d["kind"] == "network"
+                         and G.degree(n)]
         self.links = [(u, v) for u, v, d in G.edges(data=True) if d["kind"] == "link"]
         self.gateways = {h: list(G[h]) for h, d in G.nodes(data=True)
                          if d["kind"] == "host" and d["role"] == "gateway"}
@@ -198,7 +201,9 @@ def network_components(G, gateways=True, without=None):
     >>> comp["a-lan"] == comp["wan"]
     False
     """
-    return _Joins(G).components(gateways, without)
+    comp = {net: net for net, d in G.nodes(data=True) if d["kind"] == "network"}
+    comp.update(_Joins(G).components(gateways, without))
+    return comp
 
 
 def _unreachable(G, comp, host_list):
@@ -282,7 +287,8 @@ def validate(G):
     networks linked to it, and all public networks together); an address outside its
     network's subnet; two sites, or two hosts, that no route joins.
     Warnings: a gateway whose loss would split the sites (single point of failure); a
-    network no host and no link uses.
+    network no host and no link uses (one warning for all of them when there are more
+    than five).
 
     Parameters
     ----------
@@ -313,8 +319,14 @@ def validate(G):
     _check_names(G)
     _check_reachable(G)
     found = list(_single_points_of_failure(G))
-    found += [f"network {excerpt(net)} is used by no host and no link" for net in networks(G)
-              if G.degree(net) == 0]
+    unused = sorted((net for net, d in G.nodes(data=True)
+                     if d["kind"] == "network" and G.degree(net) == 0), key=natural_key)
+    if len(unused) > 5:   # one warning, not one per network (a file may list thousands)
+        found.append(f"{len(unused)} networks are used by no host and no link: "
+                     f"{', '.join(excerpt(net) for net in unused[:5])} and "
+                     f"{len(unused) - 5} more")
+    else:
+        found += [f"network {excerpt(net)} is used by no host and no link" for net in unused]
     for message in found:
         warnings.warn(TopologyWarning(message), stacklevel=2)
     return found

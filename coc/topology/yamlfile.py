@@ -73,11 +73,11 @@ def decode(data, file=None):
 
     Examples
     --------
-    >>> decode("name: x\n".encode("utf-16"), file="t.yaml")
+    >>> decode("name: x\\n".encode("utf-16"), file="t.yaml")
     Traceback (most recent call last):
     ...
     coc.errors.TopologyError: t.yaml:1: the file is UTF-16 text; save it as UTF-8
-    >>> decode(b"a: 1\nb: \xe9\n", file="t.yaml")
+    >>> decode(b"a: 1\\nb: \\xe9\\n", file="t.yaml")
     Traceback (most recent call last):
     ...
     coc.errors.TopologyError: t.yaml:2: byte 0xe9 at column 4 is not UTF-8; save the file as UTF-8
