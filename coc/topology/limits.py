@@ -11,6 +11,8 @@ import os
 import reprlib
 from dataclasses import dataclass, fields, replace
 
+from coc.errors import TopologyError
+
 __all__ = ["Limits", "limits", "set_limits", "excerpt", "exceeded"]
 
 ENVIRONMENT = "COC_TOPOLOGY_LIMITS"
@@ -47,13 +49,13 @@ def _from_environment(text):
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, _, value = item.partition("=")
         if name.strip() not in known or not value.strip().isdigit():
-            raise ValueError(f"{ENVIRONMENT}: bad item {item!r}: expected name=number with a "
+            raise TopologyError(f"{ENVIRONMENT}: bad item {item!r}: expected name=number with a "
                              f"name of: {', '.join(sorted(known))}")
         values[name.strip()] = int(value)
     return Limits(**values)
 
 
-_current = {"limits": _from_environment(os.environ.get(ENVIRONMENT, ""))}
+_current = {}   # "limits": the Limits in force, read from the environment on first use
 
 
 def limits():
@@ -63,7 +65,14 @@ def limits():
     --------
     >>> limits().depth
     64
+
+    Raises
+    ------
+    TopologyError
+        When ``COC_TOPOLOGY_LIMITS`` holds a bad item (on first use).
     """
+    if "limits" not in _current:
+        _current["limits"] = _from_environment(os.environ.get(ENVIRONMENT, ""))
     return _current["limits"]
 
 
@@ -77,7 +86,7 @@ def set_limits(**values):
     (2000000, 1000000)
     >>> _ = set_limits(**vars(before))
     """
-    before = _current["limits"]
+    before = limits()
     _current["limits"] = replace(before, **values)
     return before
 

@@ -13,7 +13,6 @@ import warnings
 import pytest
 
 from coc.errors import TopologyError
-from coc.topology import limits as topology_limits
 from coc.topology import load, loads, to_dict
 from coc.topology.limits import ENVIRONMENT, excerpt, limits, set_limits
 
@@ -88,9 +87,13 @@ def test_override_through_the_environment_reaches_the_command(tmp_path):
     assert done.returncode == 0, done.stderr
 
 
-def test_bad_environment_value_names_the_variable():
-    with pytest.raises(ValueError, match="COC_TOPOLOGY_LIMITS: bad item 'slot=5'"):
-        topology_limits._from_environment("slot=5")
+def test_bad_environment_value_is_an_error_naming_the_variable(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(ONE_HOST)
+    done = _coc("topo", "check", str(path), env={ENVIRONMENT: "slot=5"})
+    assert done.returncode == 1
+    assert "COC_TOPOLOGY_LIMITS: bad item 'slot=5': expected name=number" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_hosts_and_networks_per_file(raised):
