@@ -1,8 +1,10 @@
-"""Time reading and validating a large topology file: 100 000 hosts and 500 000 networks.
+"""Time reading, validating and placing on a large topology file: 100 000 hosts, 500 000 networks.
 
 The file is synthetic but valid: ``--sites`` sites of ``--hosts`` hosts on their own LAN, one
 or two gateways each on a shared WAN, and enough unused networks to reach ``--networks``
 (a generator that writes every network of a machine room, used or not, makes such files).
+Placement puts one rank on every slot (``coc-run`` without ``-n``) and, separately, deals
+half as many ranks as slots over the sites one at a time.
 Prints the size of the text and the wall-clock and CPU time of each step, the median and the
 spread over ``--repeat`` runs. The limits of coc.topology.limits stay at their defaults.
 
@@ -14,6 +16,7 @@ import statistics
 import time
 import warnings
 
+from coc.launcher import placement
 from coc.topology import loads, validate
 from coc.topology.yamlfile import read_yaml
 
@@ -49,7 +52,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     text = synthesize(args.sites, args.hosts, args.networks)
-    rows = {"parse YAML (with limit checks)": [], "build the model": [], "validate": []}
+    rows = {"parse YAML (with limit checks)": [], "build the model": [], "validate": [],
+            "place a rank on every slot": [], "deal half as many ranks to sites": []}
     for _ in range(args.repeat):
         _, wall, cpu = _timed(lambda: read_yaml(text))
         rows["parse YAML (with limit checks)"].append((wall, cpu))
@@ -60,11 +64,19 @@ def main():
             warnings.simplefilter("ignore")
             found, wall, cpu = _timed(lambda: validate(G))
         rows["validate"].append((wall, cpu))
+        available = placement.available_slots(G)
+        placements, wall, cpu = _timed(lambda: placement.place_ranks(
+            available, placement.site_counts(available)))
+        rows["place a rank on every slot"].append((wall, cpu))
+        _, wall, cpu = _timed(lambda: placement.place_ranks(
+            available, placement.site_counts(available, len(placements) // 2)))
+        rows["deal half as many ranks to sites"].append((wall, cpu))
     print(f"{G}; {len(text) / 1e6:.1f} MB of YAML; {len(found)} warnings; "
+          f"{len(placements)} slots; "
           f"{args.repeat} runs: median [min-max] seconds")
     for step, values in rows.items():
         walls, cpus = [w for w, _ in values], [c for _, c in values]
-        print(f"  {step + ':':32s} wall {statistics.median(walls):6.2f} "
+        print(f"  {step + ':':34s} wall {statistics.median(walls):6.2f} "
               f"[{min(walls):.2f}-{max(walls):.2f}]  cpu {statistics.median(cpus):6.2f}")
 
 
