@@ -13,6 +13,7 @@ Run: ``python benchmarks/topology_validate.py [--sites 1000 --hosts 100 --networ
 
 import argparse
 import statistics
+import sys
 import time
 import warnings
 
@@ -41,7 +42,9 @@ def synthesize(n_sites, n_hosts, n_networks):
 def _timed(step):
     wall, cpu = time.perf_counter(), time.process_time()
     result = step()
-    return result, time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(f"  ({wall:.2f} s wall, {cpu:.2f} s cpu)", file=sys.stderr, flush=True)  # progress
+    return result, wall, cpu
 
 
 def main():
