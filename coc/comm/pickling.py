@@ -8,22 +8,31 @@ Buffers smaller than :data:`INBAND_LIMIT` stay in the stream (one message beats 
 Every message reaching here came over an authenticated connection (the engine checks the
 job's secret on every connection before it delivers anything). On top of that,
 :func:`set_unpickler` switches on a restricted unpickler that builds only plain data:
-builtin containers and scalars and NumPy arrays, never arbitrary classes or callables.
+builtin containers and scalars and NumPy arrays, never arbitrary classes or callables, plus
+the classes the user allows; what its constructors allocate is bounded by the message's size.
+docs/security.md says which mode protects against what.
 """
 
+import collections
+import copyreg
 import io
+import math
 import os
 import pickle
 
-__all__ = ["INBAND_LIMIT", "dumps", "loads", "set_unpickler", "unpickler_mode",
-           "RestrictedUnpickler"]
+__all__ = ["INBAND_LIMIT", "ALLOCATION_FACTOR", "ALLOCATION_SLACK", "dumps", "loads",
+           "set_unpickler", "unpickler_mode", "allowed_globals", "RestrictedUnpickler"]
 
 #: Out-of-band buffers smaller than this many bytes are kept inside the pickle stream.
 INBAND_LIMIT = 4096
+#: The restricted unpickler lets constructors it calls allocate at most this many times the
+#: message's bytes, plus :data:`ALLOCATION_SLACK` (a 30-byte pickle cannot ask for 1 GiB).
+ALLOCATION_FACTOR = 8
+ALLOCATION_SLACK = 1 << 16
 
 _MODES = ("default", "restricted", "restricted-all")
-_mode = {"value": "restricted" if os.environ.get("COC_RESTRICTED_UNPICKLE") == "1"
-         else "default"}
+_state = {"mode": "restricted" if os.environ.get("COC_RESTRICTED_UNPICKLE") == "1"
+          else "default", "allow": frozenset()}
 
 _SAFE_BUILTINS = frozenset({
     "int", "float", "complex", "bool", "str", "bytes", "bytearray", "list", "tuple", "dict",
@@ -37,52 +46,208 @@ _SAFE_GLOBALS = frozenset({
 _NUMPY_MODULES = ("numpy.core.multiarray", "numpy._core.multiarray",
                   "numpy.core.numeric", "numpy._core.numeric")
 _NUMPY_FUNCS = frozenset({"_reconstruct", "_frombuffer", "scalar"})
+_OLD_MODULES = {"__builtin__": "builtins", "copy_reg": "copyreg"}
 
 
-def set_unpickler(mode):
-    """Choose how received objects are unpickled.
+def _global_name(item):
+    """Return ``(module, qualified name)`` of an allowlist entry: an object or its name."""
+    if isinstance(item, str):
+        module, sep, name = item.partition(":") if ":" in item else item.rpartition(".")
+        if not (module and name):
+            raise ValueError(f"allow: {item!r} is not 'module.name' or 'module:qualname'")
+        return module, name
+    module, name = getattr(item, "__module__", None), getattr(item, "__qualname__", None)
+    if not (module and name):
+        raise ValueError(f"allow: {item!r} has no module and name (give a class or function)")
+    return module, name
+
+
+def set_unpickler(mode=None, *, allow=None):
+    """Choose how received objects are unpickled, and which globals restricted modes accept.
 
     Parameters
     ----------
-    mode : {"default", "restricted", "restricted-all"}
+    mode : {"default", "restricted", "restricted-all"}, optional
         ``"default"`` is plain :mod:`pickle` (any class the program can import);
         ``"restricted"`` allows only builtin data types and NumPy arrays for objects that
         come from ranks of *other sites*; ``"restricted-all"`` applies that to every rank.
         The environment variable ``COC_RESTRICTED_UNPICKLE=1`` starts in ``"restricted"``.
+        None keeps the current mode.
+    allow : iterable, optional
+        Classes and functions the restricted modes accept besides the built-in list: the
+        objects themselves or their names (``"numpy.ma.core.MaskedArray"``, or
+        ``"pkg.mod:Outer.Inner"`` for a nested class). Replaces the list of the previous
+        call; ``allow=()`` empties it. Every rank that may receive such objects must call it.
+        An allowed class runs its own unpickling code (``__reduce__``, ``__setstate__``):
+        allow only classes whose construction from untrusted values is harmless.
 
     Examples
     --------
-    >>> set_unpickler("restricted"); unpickler_mode()
-    'restricted'
-    >>> set_unpickler("default")
+    >>> from fractions import Fraction
+    >>> set_unpickler("restricted", allow=[ValueError, "numpy.ma.core.MaskedArray"])
+    >>> unpickler_mode(), sorted(allowed_globals())
+    ('restricted', [('builtins', 'ValueError'), ('numpy.ma.core', 'MaskedArray')])
+    >>> set_unpickler("default", allow=())
     """
-    if mode not in _MODES:
+    if mode is not None and mode not in _MODES:
         raise ValueError(f"unpickler mode {mode!r}: expected one of {', '.join(_MODES)}")
-    _mode["value"] = mode
+    if allow is not None:
+        _state["allow"] = frozenset(_global_name(item) for item in allow)
+    if mode is not None:
+        _state["mode"] = mode
 
 
 def unpickler_mode():
     """Return the current mode of :func:`set_unpickler`."""
-    return _mode["value"]
+    return _state["mode"]
 
 
-class RestrictedUnpickler(pickle.Unpickler):
-    """An unpickler that builds only builtin data types and NumPy arrays."""
+def allowed_globals():
+    """Return the ``(module, name)`` pairs added to the restricted allowlist by the user."""
+    return _state["allow"]
+
+
+def _count(value):
+    """Return how many items building a container from ``value`` makes, or 0 (unknown)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return len(value)
+    except (TypeError, OverflowError):
+        return 2**63 if isinstance(value, range) else 0   # a range too long for len()
+
+
+def _items_size(value=(), *_):
+    return 8 * _count(value)
+
+
+def _bytes_size(value=b"", *_):
+    return _count(value)
+
+
+def _array_size(shape=(), dtype=float, *_):
+    import numpy
+
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return math.prod(shape) * numpy.dtype(dtype).itemsize
+
+
+def _reconstruct_size(subtype, shape=(), dtype=b"b", *_):
+    return _array_size(shape, dtype)
+
+
+def _mareconstruct_size(subtype, baseclass, baseshape=(), basetype=float, *_):
+    return 2 * _array_size(baseshape, basetype)   # data and mask
+
+
+def _reconstructor_size(cls, base, state=None):
+    guard = _GUARDS.get(base)
+    return 0 if guard is None or state is None else guard(state)
+
+
+_GUARDS = {bytes: _bytes_size, bytearray: _bytes_size, list: _items_size, tuple: _items_size,
+           set: _items_size, frozenset: _items_size, dict: _items_size,
+           collections.deque: _items_size, collections.OrderedDict: _items_size,
+           copyreg._reconstructor: _reconstructor_size}
+
+
+def _numpy_guards():
+    """Add the NumPy constructors that take a shape (NumPy is imported only when needed)."""
+    import numpy
+
+    _state["numpy guarded"] = True
+    _GUARDS[numpy.ndarray] = _array_size
+    for module in _NUMPY_MODULES:
+        try:
+            found = __import__(module, fromlist=["_reconstruct"])
+        except ImportError:
+            continue
+        if hasattr(found, "_reconstruct"):
+            _GUARDS[found._reconstruct] = _reconstruct_size
+    _GUARDS[numpy.ma.core._mareconstruct] = _mareconstruct_size
+
+
+class RestrictedUnpickler(pickle._Unpickler):
+    """An unpickler that builds only builtin data types, NumPy arrays and allowed globals.
+
+    Constructors that take a size (``bytearray(n)``, ``list(range(n))``, ``ndarray(shape)``)
+    may allocate at most ``allowance`` bytes in total; without it, the allowance is
+    :data:`ALLOCATION_FACTOR` times the stream's length plus :data:`ALLOCATION_SLACK`.
+    It is :mod:`pickle`'s Python unpickler with its four calling opcodes checked first
+    (the C one has no hook there); it is slower, but only restricted modes use it and large
+    arrays travel as out-of-band buffers, not in the stream.
+    """
+
+    dispatch = dict(pickle._Unpickler.dispatch)
+
+    def __init__(self, file, *, buffers=None, allowance=None):
+        super().__init__(file, buffers=buffers)
+        if allowance is None:
+            allowance = ALLOCATION_FACTOR * len(file.getbuffer()) + ALLOCATION_SLACK
+        self.allowance = allowance
+
+    def _charge(self, target, args):
+        """Take what ``target(*args)`` would allocate from the allowance, or refuse it."""
+        guard = _GUARDS.get(target)
+        if guard is None:
+            return
+        try:
+            nbytes = guard(*args)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise pickle.UnpicklingError(f"restricted unpickler: bad arguments for "
+                                         f"{getattr(target, '__qualname__', target)}: "
+                                         f"{exc}") from None
+        if nbytes > self.allowance:
+            raise pickle.UnpicklingError(
+                f"restricted unpickler: {getattr(target, '__qualname__', target)} would "
+                f"allocate {nbytes} bytes, more than the message allows ({self.allowance} "
+                f"bytes left; the limit is {ALLOCATION_FACTOR} x its size + "
+                f"{ALLOCATION_SLACK})")
+        self.allowance -= nbytes
+
+    def load_reduce(self):
+        self._charge(self.stack[-2], self.stack[-1])
+        super().load_reduce()
+    dispatch[pickle.REDUCE[0]] = load_reduce
+
+    def load_newobj(self):
+        self._charge(self.stack[-2], self.stack[-1])
+        super().load_newobj()
+    dispatch[pickle.NEWOBJ[0]] = load_newobj
+
+    def load_newobj_ex(self):
+        self._charge(self.stack[-3], self.stack[-2])
+        super().load_newobj_ex()
+    dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
+
+    def _instantiate(self, klass, args):
+        self._charge(klass, args)
+        super()._instantiate(klass, args)
 
     def find_class(self, module, name):
         """Return the allowed global ``module.name``; refuse everything else."""
-        if module == "builtins" and name in _SAFE_BUILTINS:
-            return super().find_class(module, name)
+        module = _OLD_MODULES.get(module, module)   # names in protocol 0-2 pickles
+        if not self._allowed(module, name):
+            raise pickle.UnpicklingError(
+                f"restricted unpickler: global {module}.{name} is not allowed (only builtin "
+                f"data types, NumPy arrays and what coc.comm.set_unpickler(allow=[...]) "
+                f"adds)")
+        if module.startswith("numpy") and "numpy guarded" not in _state:
+            _numpy_guards()
+        return super().find_class(module, name)
+
+    @staticmethod
+    def _allowed(module, name):
+        if (module, name) in _state["allow"]:
+            return True
+        if module == "builtins":
+            return name in _SAFE_BUILTINS
         if (module, name) in _SAFE_GLOBALS:
-            return super().find_class(module, name)
-        if module in _NUMPY_MODULES and name in _NUMPY_FUNCS:
-            return super().find_class(module, name)
-        if module == "numpy" or module.startswith("numpy.dtypes"):
-            if name == "dtype" or name.endswith("DType"):
-                return super().find_class(module, name)
-        raise pickle.UnpicklingError(
-            f"restricted unpickler: global {module}.{name} is not allowed "
-            f"(only builtin data types and NumPy arrays; see coc.comm.set_unpickler)")
+            return True
+        if module in _NUMPY_MODULES:
+            return name in _NUMPY_FUNCS
+        return ((module == "numpy" or module.startswith("numpy.dtypes"))
+                and (name == "dtype" or name.endswith("DType")))
 
 
 def dumps(obj):
@@ -119,8 +284,13 @@ def loads(stream, buffers=(), *, foreign=False):
     """Return the object of ``stream`` with its out-of-band ``buffers``.
 
     ``foreign`` says the sender runs on another site (the restricted mode applies then).
+    In a restricted mode the allocations the stream asks for are bounded by the message's
+    size (stream and buffers) times :data:`ALLOCATION_FACTOR`.
     """
-    mode = _mode["value"]
+    mode = _state["mode"]
     if mode == "restricted-all" or (mode == "restricted" and foreign):
-        return RestrictedUnpickler(io.BytesIO(stream), buffers=buffers).load()
+        size = len(stream) + sum(memoryview(b).nbytes for b in buffers)
+        return RestrictedUnpickler(io.BytesIO(stream), buffers=buffers,
+                                   allowance=ALLOCATION_FACTOR * size
+                                   + ALLOCATION_SLACK).load()
     return pickle.loads(stream, buffers=buffers)

@@ -5,6 +5,7 @@ Ranks are numbered site by site, and inside a site host by host (each host's slo
 before the next host's), so neighbouring ranks share a host and a site.
 """
 
+import heapq
 import itertools
 from dataclasses import dataclass
 
@@ -153,16 +154,34 @@ def site_counts(available, n=None, requested=None, oversubscribe=False):
     else:
         if not capacity:
             raise LaunchError("no host may run ranks")
-        total = sum(capacity.values()) if n is None else n
-        counts = dict.fromkeys(capacity, 0)
-        for _ in range(total):
-            roomy = [site for site in capacity if counts[site] < capacity[site]] or capacity
-            counts[min(roomy, key=counts.get)] += 1
+        counts = dict(capacity) if n is None else _deal(capacity, n)
     for site, count in counts.items():
         if count > capacity[site] and not oversubscribe:
             raise LaunchError(f"{count} ranks but only {capacity[site]} slots "
                               "(add --oversubscribe to run more ranks than slots)", site=site)
     return {site: count for site, count in counts.items() if count}
+
+
+def _deal(capacity, n):
+    """Deal ``n`` ranks one at a time to the site with room that has the fewest so far (ties:
+    topology order); once every site is full, to the site with the fewest. O(n log sites).
+    """
+    counts = dict.fromkeys(capacity, 0)
+    order = {site: i for i, site in enumerate(capacity)}
+    heap = [(0, order[site], site) for site in capacity if capacity[site] > 0]
+    full = not heap
+    if full:
+        heap = [(0, order[site], site) for site in capacity]
+    for _ in range(n):
+        count, i, site = heapq.heappop(heap)
+        counts[site] = count + 1
+        if full or count + 1 < capacity[site]:
+            heapq.heappush(heap, (count + 1, i, site))
+        if not heap:   # every site is full: deal on to all of them
+            full = True
+            heap = [(counts[s], order[s], s) for s in capacity]
+            heapq.heapify(heap)
+    return counts
 
 
 def place_ranks(available, counts):
@@ -178,7 +197,8 @@ def place_ranks(available, counts):
     """
     hosts = []
     for site, count in counts.items():
-        slots = itertools.cycle([host for host, n in available[site] for _ in range(n)])
+        # A generator: only the slots used are made (a host may have thousands).
+        slots = itertools.cycle(host for host, n in available[site] for _ in range(n))
         hosts.extend((site, next(slots)) for _ in range(count))
     per_host = {}
     for _, host in hosts:

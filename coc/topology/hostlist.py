@@ -2,9 +2,11 @@
 
 import functools
 import itertools
+import math
 import re
 
 from coc.errors import TopologyError
+from coc.topology.limits import exceeded, excerpt, limits
 
 __all__ = ["HostlistError", "expand", "compress", "natural_key"]
 
@@ -36,34 +38,44 @@ def _split_top(expression):
         if char == "[":
             depth += 1
             if depth > 1:
-                raise HostlistError(f"host list {expression!r}: nested '['")
+                raise HostlistError(f"host list {excerpt(expression)}: nested '['")
         elif char == "]":
             depth -= 1
             if depth < 0:
-                raise HostlistError(f"host list {expression!r}: ']' without '['")
+                raise HostlistError(f"host list {excerpt(expression)}: ']' without '['")
         elif char == "," and depth == 0:
             parts.append(expression[start:i])
             start = i + 1
     if depth:
-        raise HostlistError(f"host list {expression!r}: '[' without ']'")
+        raise HostlistError(f"host list {excerpt(expression)}: '[' without ']'")
     parts.append(expression[start:])
     return parts
 
 
-def _range(expression, spec):
-    """Return the names one bracket ``spec`` (``01-16,20``) stands for, in order."""
-    names = []
+def _spans(expression, spec):
+    """Return the (first, last, zero-padded width) spans one bracket ``spec`` (``01-16,20``) holds."""
+    spans = []
     for item in spec.split(","):
         low, dash, high = item.strip().partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
-            raise HostlistError(f"host list {expression!r}: bad range {item!r} in [{spec}]: "
-                                f"expected numbers like [1-4,7] or [01-16]")
+        if (not low.isdigit() or (dash and not high.isdigit())
+                or max(len(low), len(high)) > 18):
+            raise HostlistError(f"host list {excerpt(expression)}: bad range {excerpt(item)} in "
+                                f"[{excerpt(spec)[1:-1]}]: expected numbers like [1-4,7] or [01-16] "
+                                f"(up to 18 digits)")
         high = high if dash else low
         if int(high) < int(low):
-            raise HostlistError(f"host list {expression!r}: range {item!r} runs backwards")
-        width = len(low) if low.startswith("0") and len(low) > 1 else 0
-        names.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
-    return names
+            raise HostlistError(f"host list {excerpt(expression)}: range {excerpt(item)} runs "
+                                f"backwards")
+        spans.append((int(low), int(high), len(low) if low.startswith("0") and len(low) > 1
+                      else 0))
+    return spans
+
+
+def _names(spans):
+    """Yield the numbers of ``spans`` as text, in order."""
+    for low, high, width in spans:
+        for n in range(low, high + 1):
+            yield str(n).zfill(width)
 
 
 def expand(expression):
@@ -84,7 +96,8 @@ def expand(expression):
     ------
     HostlistError
         On unbalanced brackets, a range that is not numeric or runs backwards, an empty name,
-        or a name listed twice.
+        a name listed twice, or more names than the limit ``host_range``
+        (:mod:`coc.topology.limits`), which is checked before any name is made.
 
     Examples
     --------
@@ -98,20 +111,29 @@ def expand(expression):
     coc.topology.hostlist.HostlistError: host list 'n[3-1]': range '3-1' runs backwards
     """
     if not isinstance(expression, str) or not expression.strip():
-        raise HostlistError(f"host list {expression!r}: expected a name like node[01-16,20]")
-    names = []
+        raise HostlistError(f"host list {excerpt(expression)}: expected a name like node[01-16,20]")
+    parts, count = [], 0
     for part in _split_top(expression):
         part = part.strip()
         pieces = re.split(r"\[([^\]]*)\]", part)
         if not part or any(c in part for c in " \t"):
-            raise HostlistError(f"host list {expression!r}: empty name or blank inside a name")
-        choices = [[piece] if i % 2 == 0 else _range(expression, piece)
-                   for i, piece in enumerate(pieces)]
+            raise HostlistError(f"host list {excerpt(expression)}: empty name or blank inside a name")
+        ranges = [None if i % 2 == 0 else _spans(expression, piece)
+                  for i, piece in enumerate(pieces)]
+        count += math.prod(sum(high - low + 1 for low, high, _ in spans)
+                           for spans in ranges if spans is not None)
+        if count > limits().host_range:
+            raise HostlistError(exceeded(f"host list {excerpt(expression)} stands for",
+                                         "host_range", count))
+        parts.append([[piece] if spans is None else _names(spans)
+                      for piece, spans in zip(pieces, ranges)])
+    names = []
+    for choices in parts:
         names.extend("".join(combo) for combo in itertools.product(*choices))
     seen = set()
     for name in names:
         if name in seen:
-            raise HostlistError(f"host list {expression!r}: name {name!r} listed twice")
+            raise HostlistError(f"host list {excerpt(expression)}: name {excerpt(name)} listed twice")
         seen.add(name)
     return names
 

@@ -9,8 +9,9 @@ import networkx as nx
 
 from coc.errors import TopologyError
 from coc.topology.hostlist import HostlistError, expand, natural_key
+from coc.topology.limits import exceeded, excerpt, limits
 from coc.topology.units import format_bandwidth, format_time, parse_bandwidth, parse_time
-from coc.topology.yamlfile import line_of, read_yaml
+from coc.topology.yamlfile import decode, line_of, read_yaml
 
 __all__ = ["Topology", "load", "loads", "from_dict", "to_dict", "sites", "hosts", "networks",
            "placement_slots", "library_names", "library_path",
@@ -54,7 +55,7 @@ class Topology(nx.Graph):
     def __str__(self):
         counts = [(len(sites(self)), "site"), (len(hosts(self)), "host"),
                   (len(networks(self)), "network")]
-        return (f"Topology {self.graph.get('name')!r}: "
+        return (f"Topology {excerpt(self.graph.get('name'))}: "
                 + ", ".join(f"{n} {word}{'' if n == 1 else 's'}" for n, word in counts))
 
     def __repr__(self):
@@ -111,17 +112,21 @@ def _error(message, data=None, key=None, *, file=None, name=None):
                          else None, name=name)
 
 
-def _check_keys(data, kind, where, file):
-    """Raise if the mapping ``data`` has a key that ``kind`` does not allow (a typo)."""
+def _check_keys(data, kind, where, file, parent=None, key=None):
+    """Raise if the mapping ``data`` has a key that ``kind`` does not allow (a typo).
+
+    ``parent`` and ``key`` place the error when ``data`` is no mapping (and has no line).
+    """
     if not isinstance(data, dict):
-        raise _error(f"{where}: expected a mapping of keys, not {type(data).__name__}",
+        what = "nothing" if data is None else type(data).__name__
+        raise _error(f"{where}: expected a mapping of keys, not {what}", parent, key,
                      file=file)
     allowed = _KEYS[kind]
     for key in data:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise _error(f"{where}: unknown key {key!r}{hint}; allowed: "
+            hint = f" (did you mean {excerpt(close[0])}?)" if close else ""
+            raise _error(f"{where}: unknown key {excerpt(key)}{hint}; allowed: "
                          f"{', '.join(sorted(allowed))}", data, key, file=file)
 
 
@@ -129,7 +134,7 @@ def _quantity(parse, data, key, where, file, default=None):
     """Parse ``data[key]`` with ``parse`` (a units function), naming the place on error."""
     if key not in data:
         if default is None:
-            raise _error(f"{where}: missing {key!r}", data, file=file)
+            raise _error(f"{where}: missing {excerpt(key)}", data, file=file)
         return default
     try:
         return parse(data[key])
@@ -140,9 +145,29 @@ def _quantity(parse, data, key, where, file, default=None):
 def _expand(expression, data, key, file):
     """Expand a host list, re-raising its error with file and line."""
     try:
-        return expand(expression)
+        names = expand(expression)
     except HostlistError as exc:
         raise HostlistError(exc.message, file=file, line=line_of(data, key)) from None
+    for name in names:
+        _check_name(name, f"{key} {excerpt(name)}", data, key, file)
+    return names
+
+
+def _check_name(name, where, data, key, file):
+    """Raise if ``name`` is longer than the limit ``name_length``."""
+    if len(name) > limits().name_length:
+        raise _error(exceeded(f"{where}: the name has", "name_length", len(name)), data, key,
+                     file=file)
+
+
+def _reference(value):
+    """Return a network named in a host or link as the text a network key becomes.
+
+    A network keyed ``5`` is the node ``"5"``, so ``[5]`` must name it too.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
 
 
 def _address(text, data, key, where, file):
@@ -150,7 +175,7 @@ def _address(text, data, key, where, file):
     try:
         return ipaddress.ip_address(str(text))
     except ValueError:
-        raise _error(f"{where}: {text!r} is not an IP address", data, key, file=file) from None
+        raise _error(f"{where}: {excerpt(text)} is not an IP address", data, key, file=file) from None
 
 
 def _add_networks(G, data, file):
@@ -158,15 +183,19 @@ def _add_networks(G, data, file):
     if not isinstance(networks_data, dict) or not networks_data:
         raise _error("'networks' must be a mapping of network names to networks", data,
                      "networks", file=file)
+    if len(networks_data) > limits().networks:
+        raise _error(exceeded("the file has", "networks", len(networks_data)), data,
+                     "networks", file=file)
     for name, net in networks_data.items():
-        where = f"network {name!r}"
-        _check_keys(net, "network", where, file)
+        where = f"network {excerpt(name)}"
+        _check_name(str(name), where, networks_data, name, file)
+        _check_keys(net, "network", where, file, networks_data, name)
         subnet = net.get("subnet")
         if subnet is not None:
             try:
                 subnet = str(ipaddress.ip_network(str(subnet)))
             except ValueError as exc:
-                raise _error(f"{where}: bad subnet {subnet!r}: {exc}", net, "subnet",
+                raise _error(f"{where}: bad subnet {excerpt(subnet)}: {exc}", net, "subnet",
                              file=file) from None
         G.add_node(str(name), kind="network", technology=net.get("technology", "ethernet"),
                    latency=_quantity(parse_time, net, "latency", where, file),
@@ -187,15 +216,16 @@ def _interfaces(G, entry, names, where, file):
             network, ifname, address = item.get("network"), item.get("name"), item.get("address")
         else:
             network, ifname, address = item, None, None
+        network = _reference(network)
         ifname = f"eth{i}" if ifname is None else str(ifname)
         if network not in G or G.nodes[network]["kind"] != "network":
-            raise _error(f"{where}: unknown network {network!r}", entry, "interfaces",
+            raise _error(f"{where}: unknown network {excerpt(network)}", entry, "interfaces",
                          file=file, name=names[0])
         if network in seen_networks:
-            raise _error(f"{where}: two interfaces on network {network!r}", entry,
+            raise _error(f"{where}: two interfaces on network {excerpt(network)}", entry,
                          "interfaces", file=file, name=names[0])
         if ifname in seen_names:
-            raise _error(f"{where}: interface name {ifname!r} used twice", entry,
+            raise _error(f"{where}: interface name {excerpt(ifname)} used twice", entry,
                          "interfaces", file=file, name=names[0])
         seen_networks.add(network)
         seen_names.add(ifname)
@@ -209,24 +239,30 @@ def _add_hosts(G, data, default_forward_cost, file):
     if not isinstance(sites_data, dict) or not sites_data:
         raise _error("'sites' must be a mapping of site names to sites", data, "sites",
                      file=file)
+    G.graph["site_lines"] = {}
     for site, site_data in sites_data.items():
+        _check_name(str(site), f"site {excerpt(site)}", sites_data, site, file)
+        _check_keys(site_data, "site", f"site {excerpt(site)}", file, sites_data, site)
+        G.graph["site_lines"][str(site)] = line_of(sites_data, site)
         site = str(site)
-        _check_keys(site_data, "site", f"site {site!r}", file)
         G.graph["sites"][site] = {key: site_data.get(key) for key in ("spawner", "login")}
         entries = site_data.get("hosts")
         if not isinstance(entries, list) or not entries:
-            raise _error(f"site {site!r}: 'hosts' must be a non-empty list", site_data,
+            raise _error(f"site {excerpt(site)}: 'hosts' must be a non-empty list", site_data,
                          "hosts", file=file, name=site)
         for entry in entries:
+            if not isinstance(entry, dict):
+                _check_keys(entry, "host", f"site {excerpt(site)}: host entry", file,
+                            site_data, "hosts")
             _add_host_entry(G, site, entry, default_forward_cost, file)
 
 
 def _add_host_entry(G, site, entry, default_forward_cost, file):
     """Add the host(s) of one entry in a site's ``hosts`` list."""
-    _check_keys(entry, "host", f"site {site!r}: host entry", file)
+    _check_keys(entry, "host", f"site {excerpt(site)}: host entry", file)
     if "name" not in entry:
-        raise _error(f"site {site!r}: host entry without 'name'", entry, file=file)
-    where = f"host {entry['name']!r}"
+        raise _error(f"site {excerpt(site)}: host entry without 'name'", entry, file=file)
+    where = f"host {excerpt(entry['name'])}"
     names = _expand(entry["name"], entry, "name", file)
     hostnames = names
     if entry.get("hostname") is not None:
@@ -239,12 +275,21 @@ def _add_host_entry(G, site, entry, default_forward_cost, file):
     forward_cost = _quantity(parse_time, entry, "forward_cost", where, file,
                              default=default_forward_cost)
     interfaces = list(_interfaces(G, entry, names, where, file))
+    hosts_before = len(G) - G.graph["network_count"]
+    if hosts_before + len(names) > limits().hosts:
+        raise _error(exceeded("the file has", "hosts"), entry,
+                     "name", file=file)
+    for network, _, address in interfaces:
+        if address is not None and int(address) + len(names) - 1 >= 1 << address.max_prefixlen:
+            raise _error(f"{where}: {len(names)} hosts from address {address} on network "
+                         f"{excerpt(network)} run past the last IPv{address.version} address",
+                         entry, "interfaces", file=file, name=names[0])
     line = line_of(entry)
     for i, (name, hostname) in enumerate(zip(names, hostnames)):
         if name in G:
             other = G.nodes[name]
             what = "host" if other["kind"] == "host" else "network"
-            raise _error(f"host {name!r}: name already used by a {what} (line "
+            raise _error(f"host {excerpt(name)}: name already used by a {what} (line "
                          f"{other['line']})", entry, "name", file=file, name=name)
         G.add_node(name, kind="host", site=site, slots=entry.get("slots", 1), role=role,
                    dedicated=entry.get("dedicated", False), hostname=str(hostname),
@@ -259,16 +304,18 @@ def _add_links(G, data, file):
     if not isinstance(items, list):
         raise _error("'links' must be a list", data, "links", file=file)
     for item in items:
-        _check_keys(item, "link", "link", file)
+        _check_keys(item, "link", "link", file, data, "links")
         between = item.get("between")
+        if isinstance(between, list):
+            between = [_reference(network) for network in between]
         if (not isinstance(between, list) or len(between) != 2
                 or between[0] == between[1]):
-            raise _error(f"link: 'between' must name two different networks, not {between!r}",
+            raise _error(f"link: 'between' must name two different networks, not {excerpt(between)}",
                          item, "between", file=file)
         where = f"link {between[0]}--{between[1]}"
         for network in between:
             if network not in G or G.nodes[network]["kind"] != "network":
-                raise _error(f"{where}: unknown network {network!r}", item, "between",
+                raise _error(f"{where}: unknown network {excerpt(network)}", item, "between",
                              file=file, name=network)
         if G.has_edge(*between):
             raise _error(f"{where}: the two networks are already linked", item, "between",
@@ -293,8 +340,8 @@ def _assign_addresses(G, file):
             if d["address"] is None:
                 d["address"] = next(free, None)
                 if d["address"] is None:
-                    raise TopologyError(f"network {network!r}: subnet {attrs['subnet']} has "
-                                        f"no free address left for host {host!r}",
+                    raise TopologyError(f"network {excerpt(network)}: subnet {attrs['subnet']} has "
+                                        f"no free address left for host {excerpt(host)}",
                                         file=file, line=attrs["line"], name=network)
 
 
@@ -335,6 +382,10 @@ def from_dict(data, *, file=None, check=True):
     coc.errors.TopologyError: top level: unknown key 'netwroks' (did you mean 'networks'?); allowed: defaults, description, links, name, networks, sites
     """
     _check_keys(data, "top level", "top level", file)
+    for key in ("name", "description"):
+        if data.get(key) is not None and not isinstance(data[key], (str, int, float)):
+            raise _error(f"top level: {key} must be text, not {type(data[key]).__name__}",
+                         data, key, file=file)
     defaults = data.get("defaults") or {}
     _check_keys(defaults, "defaults", "defaults", file)
     forward_cost = _quantity(parse_time, defaults, "forward_cost", "defaults", file,
@@ -343,7 +394,9 @@ def from_dict(data, *, file=None, check=True):
                  description=data.get("description"), file=None if file is None else str(file),
                  forward_cost=forward_cost, sites={})
     _add_networks(G, data, file)
+    G.graph["network_count"] = len(G)
     _add_hosts(G, data, forward_cost, file)
+    del G.graph["network_count"]
     _add_links(G, data, file)
     for network in networks(G):
         attached = {G.nodes[h]["site"] for h in G[network] if G.nodes[h]["kind"] == "host"}
@@ -414,7 +467,7 @@ def library_path(name):
         candidate = folder / f"{name}.yaml"
         if candidate.is_file():
             return candidate
-    raise TopologyError(f"no topology file or library topology named {name!r}; the library "
+    raise TopologyError(f"no topology file or library topology named {excerpt(name)}; the library "
                         f"has: {', '.join(library_names()) or 'nothing'}", name=name)
 
 
@@ -447,10 +500,13 @@ def load(source, *, check=True):
     if not (path.suffix in (".yaml", ".yml") or path.is_file() or len(path.parts) > 1):
         path = library_path(str(source))
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as stream:
+            data = stream.read(limits().document_bytes + 1)
     except OSError as exc:
         raise TopologyError(f"cannot read the topology: {exc.strerror}", file=path) from None
-    return loads(text, file=str(path), check=check)
+    if len(data) > limits().document_bytes:
+        raise TopologyError(exceeded("the file has", "document_bytes"), file=path)
+    return loads(decode(data, file=str(path)), file=str(path), check=check)
 
 
 def _ordered(nodes):

@@ -4,6 +4,7 @@ import math
 import re
 
 from coc.errors import TopologyError
+from coc.topology.limits import excerpt
 
 __all__ = ["parse_time", "parse_bandwidth", "parse_size",
            "format_time", "format_bandwidth", "format_size"]
@@ -26,7 +27,7 @@ def _parse(text, units, what, example):
     if match is not None and match.group(2) is None and float(match.group(1)) == 0:
         return 0.0
     if match is None or match.group(2) not in units:
-        raise TopologyError(f"{text!r} is not a {what}: expected a {what} like {example} "
+        raise TopologyError(f"{excerpt(text)} is not a {what}: expected a {what} like {example} "
                             f"(units: {', '.join(units)})")
     power, factor = units[match.group(2)]
     number = match.group(1)
@@ -35,7 +36,7 @@ def _parse(text, units, what, example):
     else:
         value = float(f"{number}e{power}") * factor
     if not math.isfinite(value):
-        raise TopologyError(f"{text!r} is not a finite {what}")
+        raise TopologyError(f"{excerpt(text)} is not a finite {what}")
     return value
 
 

@@ -7,6 +7,7 @@ import warnings
 
 from coc.errors import TopologyError, TopologyWarning
 from coc.topology.hostlist import natural_key
+from coc.topology.limits import exceeded, excerpt, limits
 from coc.topology.model import ROLES, SCOPES, SPAWNERS, TECHNOLOGIES, hosts, networks, sites
 
 __all__ = ["validate", "network_components"]
@@ -21,7 +22,7 @@ def _fail(G, message, node=None):
 def _known(G, where, what, value, known, node=None, note=""):
     """Raise unless ``value`` is one of the ``known`` words, listing them."""
     if value not in known:
-        raise _fail(G, f"{where}: unknown {what} {value!r}; known: {', '.join(known)}{note}",
+        raise _fail(G, f"{where}: unknown {what} {excerpt(value)}; known: {', '.join(known)}{note}",
                     node)
 
 
@@ -33,7 +34,7 @@ def _number(value, minimum=0.0, strict=False):
 def _check_networks(G):
     for net in networks(G):
         a = G.nodes[net]
-        where = f"network {net!r}"
+        where = f"network {excerpt(net)}"
         _known(G, where, "technology", a["technology"], TECHNOLOGIES, net)
         _known(G, where, "scope", a["scope"], SCOPES, net)
         if not _number(a["latency"]):
@@ -46,22 +47,62 @@ def _check_networks(G):
             raise _fail(G, f"link {u}--{v}: needs latency >= 0 and bandwidth > 0", u)
 
 
+def _site_error(G, site, message):
+    """Return a TopologyError placed at the line where ``site`` is defined."""
+    return TopologyError(message, file=G.graph.get("file"),
+                         line=G.graph.get("site_lines", {}).get(site), name=site)
+
+
+#: what a hostname or login may hold: DNS letters, IPv6 brackets and colons, no blank
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:[]%")
+
+
+def _bad_destination(text):
+    """Return why ``text`` cannot be a hostname or login host (ssh destination), or None.
+
+    A leading ``-`` would make ssh read it as an option; blanks and other characters would
+    change the meaning of a command line.
+    """
+    if not isinstance(text, str) or not text:
+        return "must be a non-empty name"
+    if text.startswith("-"):
+        return "must not begin with '-'"
+    bad = sorted(set(text) - _HOST_CHARS)
+    if bad:
+        return f"holds {excerpt(bad[0])}; allowed are letters, digits and . - _ : [ ] %"
+    return None
+
+
 def _check_hosts(G):
+    bound = limits()
     for site, entry in G.graph.get("sites", {}).items():
-        spawner = (entry or {}).get("spawner")
+        entry = entry or {}
+        spawner = entry.get("spawner")
         if spawner is not None:
-            _known(G, f"site {site!r}", "spawner", spawner, SPAWNERS)
+            if spawner not in SPAWNERS:
+                raise _site_error(G, site, f"site {excerpt(site)}: unknown spawner "
+                                           f"{excerpt(spawner)}; known: {', '.join(SPAWNERS)}")
+        login = entry.get("login")
+        if login is not None and not (isinstance(login, str) and login in G):
+            why = _bad_destination(login)
+            if why:
+                raise _site_error(G, site, f"site {excerpt(site)}: login {excerpt(login)} {why}")
     for h in hosts(G):
         a = G.nodes[h]
-        where = f"host {h!r}"
+        where = f"host {excerpt(h)}"
         _known(G, where, "role", a["role"], ROLES, h, " (or login for frontend)")
         if not isinstance(a["slots"], int) or isinstance(a["slots"], bool) or a["slots"] < 0:
-            raise _fail(G, f"{where}: slots must be a whole number >= 0, not {a['slots']!r}", h)
+            raise _fail(G, f"{where}: slots must be a whole number >= 0, not {excerpt(a['slots'])}", h)
+        if a["slots"] > bound.slots:
+            raise _fail(G, exceeded(f"{where} has", "slots", a["slots"]), h)
+        why = _bad_destination(a["hostname"])
+        if why:
+            raise _fail(G, f"{where}: hostname {excerpt(a['hostname'])} {why}", h)
         if not isinstance(a["dedicated"], bool):
             raise _fail(G, f"{where}: dedicated must be true or false", h)
         if a["dedicated"] and a["role"] != "gateway":
             raise _fail(G, f"{where}: only a gateway can be dedicated (role is "
-                           f"{a['role']!r})", h)
+                           f"{excerpt(a['role'])})", h)
         if not _number(a["forward_cost"]):
             raise _fail(G, f"{where}: forward_cost must be a time >= 0", h)
         if G.degree(h) == 0:
@@ -74,8 +115,8 @@ def _check_names(G):
     for h in hosts(G):
         hostname = G.nodes[h]["hostname"]
         if hostname in hostnames:
-            raise _fail(G, f"host {h!r}: hostname {hostname!r} already used by host "
-                           f"{hostnames[hostname]!r}", h)
+            raise _fail(G, f"host {excerpt(h)}: hostname {excerpt(hostname)} already used by host "
+                           f"{excerpt(hostnames[hostname])}", h)
         hostnames[hostname] = h
     # Private networks are separate address spaces (two sites may both use 10.0.0.0/24), but
     # networks joined by links share one, and all public networks share the Internet's.
@@ -90,16 +131,16 @@ def _check_names(G):
             try:
                 address = ipaddress.ip_address(d["address"])
             except ValueError:
-                raise _fail(G, f"host {h!r}: {d['address']!r} is not an IP address", h) from None
+                raise _fail(G, f"host {excerpt(h)}: {excerpt(d['address'])} is not an IP address", h) from None
             subnet = net_attrs["subnet"]
             if subnet is not None and address not in subnets(subnet):
-                raise _fail(G, f"host {h!r}: address {address} is outside network {net!r} "
+                raise _fail(G, f"host {excerpt(h)}: address {address} is outside network {excerpt(net)} "
                                f"subnet {subnet}", h)
             key = ("public" if net_attrs["scope"] == "public" else space[net], address)
             if key in seen:
                 other, other_net = seen[key]
-                raise _fail(G, f"host {h!r}: address {address} on network {net!r} is already "
-                               f"used by host {other!r} on network {other_net!r}", h)
+                raise _fail(G, f"host {excerpt(h)}: address {address} on network {excerpt(net)} is already "
+                               f"used by host {excerpt(other)} on network {excerpt(other_net)}", h)
             seen[key] = (h, net)
 
 
@@ -107,7 +148,10 @@ class _Joins:
     """What joins networks into components: links, and the networks of each gateway."""
 
     def __init__(self, G):
-        self.networks = [n for n, d in G.nodes(data=True) if d["kind"] == "network"]
+        # Networks nothing attaches to are components of their own: leaving them out keeps
+        # the work per gateway proportional to the networks in use (files can list 500 000).
+        self.networks = [n for n, d in G.nodes(data=True) if d["kind"] == "network"
+                         and G.degree(n)]
         self.links = [(u, v) for u, v, d in G.edges(data=True) if d["kind"] == "link"]
         self.gateways = {h: list(G[h]) for h, d in G.nodes(data=True)
                          if d["kind"] == "host" and d["role"] == "gateway"}
@@ -157,7 +201,9 @@ def network_components(G, gateways=True, without=None):
     >>> comp["a-lan"] == comp["wan"]
     False
     """
-    return _Joins(G).components(gateways, without)
+    comp = {net: net for net, d in G.nodes(data=True) if d["kind"] == "network"}
+    comp.update(_Joins(G).components(gateways, without))
+    return comp
 
 
 def _unreachable(G, comp, host_list):
@@ -176,8 +222,8 @@ def _hint(G, comp, side_a, side_b):
     for h in hosts(G):
         reach = {comp[net] for net in G[h]}
         if reach & side_a and reach & side_b:
-            return (f" (host {h!r} is on both sides but does not forward: its role is "
-                    f"{G.nodes[h]['role']!r}, not 'gateway')")
+            return (f" (host {excerpt(h)} is on both sides but does not forward: its role is "
+                    f"{excerpt(G.nodes[h]['role'])}, not 'gateway')")
     return ""
 
 
@@ -189,12 +235,12 @@ def _check_reachable(G):
             reach.setdefault(d["site"], set()).update(comp[net] for net in G[h])
     for a, b in itertools.combinations(sites(G), 2):
         if not reach[a] & reach[b]:
-            raise _fail(G, f"site {a} cannot reach site {b}: no gateway joins their networks"
-                           + _hint(G, comp, reach[a], reach[b]))
+            raise _site_error(G, b, f"site {a} cannot reach site {b}: no gateway joins their "
+                                    f"networks" + _hint(G, comp, reach[a], reach[b]))
     pair = _unreachable(G, comp, hosts(G))
     if pair:
         side_a, side_b = ({comp[net] for net in G[h]} for h in pair)
-        raise _fail(G, f"host {pair[0]!r} cannot reach host {pair[1]!r}: no gateway joins "
+        raise _fail(G, f"host {excerpt(pair[0])} cannot reach host {excerpt(pair[1])}: no gateway joins "
                        f"their networks" + _hint(G, comp, side_a, side_b), pair[0])
 
 
@@ -228,7 +274,7 @@ def _single_points_of_failure(G):
         if len(groups) > 1:
             groups.sort(key=lambda group: min(natural_key(site) for site in group[0]))
             named = " and ".join(_names(sites_of) for sites_of, _ in groups)
-            yield (f"{named} are joined only through gateway {g!r} "
+            yield (f"{named} are joined only through gateway {excerpt(g)} "
                    f"(single point of failure)")
 
 
@@ -241,7 +287,8 @@ def validate(G):
     networks linked to it, and all public networks together); an address outside its
     network's subnet; two sites, or two hosts, that no route joins.
     Warnings: a gateway whose loss would split the sites (single point of failure); a
-    network no host and no link uses.
+    network no host and no link uses (one warning for all of them when there are more
+    than five).
 
     Parameters
     ----------
@@ -272,8 +319,14 @@ def validate(G):
     _check_names(G)
     _check_reachable(G)
     found = list(_single_points_of_failure(G))
-    found += [f"network {net!r} is used by no host and no link" for net in networks(G)
-              if G.degree(net) == 0]
+    unused = sorted((net for net, d in G.nodes(data=True)
+                     if d["kind"] == "network" and G.degree(net) == 0), key=natural_key)
+    if len(unused) > 5:   # one warning, not one per network (a file may list thousands)
+        found.append(f"{len(unused)} networks are used by no host and no link: "
+                     f"{', '.join(excerpt(net) for net in unused[:5])} and "
+                     f"{len(unused) - 5} more")
+    else:
+        found += [f"network {excerpt(net)} is used by no host and no link" for net in unused]
     for message in found:
         warnings.warn(TopologyWarning(message), stacklevel=2)
     return found

@@ -1,10 +1,19 @@
-"""Read YAML text keeping the line of every mapping and key, so errors can name them."""
+"""Read YAML text keeping the line of every mapping and key, so errors can name them.
+
+The text is checked against the limits of :mod:`coc.topology.limits` before it is built into
+objects: its size, how deep mappings and lists nest (the YAML library recurses once per level
+and dies of a stack overflow at some ten thousand) and how many nodes aliases add (a few lines
+of nested aliases can stand for billions of nodes).
+"""
+
+import codecs
 
 import yaml
 
 from coc.errors import TopologyError
+from coc.topology.limits import exceeded, excerpt, limits
 
-__all__ = ["Mapping", "read_yaml", "line_of"]
+__all__ = ["Mapping", "decode", "read_yaml", "line_of"]
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -37,7 +46,7 @@ class _LineLoader(_Base):
                                     file=self.coc_file, line=line)
             if i >= merged:
                 if key in written:
-                    raise TopologyError(f"duplicate key {key!r} (first given on line "
+                    raise TopologyError(f"duplicate key {excerpt(key)} (first given on line "
                                         f"{mapping.lines[key]})", file=self.coc_file,
                                         line=line)
                 written.add(key)
@@ -47,6 +56,82 @@ class _LineLoader(_Base):
 
 
 _LineLoader.add_constructor("tag:yaml.org,2002:map", _LineLoader.construct_mapping)
+
+
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+         (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
+
+
+def decode(data, file=None):
+    """Return the bytes ``data`` of a topology file as text; it must be UTF-8.
+
+    Raises
+    ------
+    TopologyError
+        For UTF-16 or UTF-32 text, a binary file (NUL bytes) or bytes that are not UTF-8,
+        naming the line.
+
+    Examples
+    --------
+    >>> decode("name: x\\n".encode("utf-16"), file="t.yaml")
+    Traceback (most recent call last):
+    ...
+    coc.errors.TopologyError: t.yaml:1: the file is UTF-16 text; save it as UTF-8
+    >>> decode(b"a: 1\\nb: \\xe9\\n", file="t.yaml")
+    Traceback (most recent call last):
+    ...
+    coc.errors.TopologyError: t.yaml:2: byte 0xe9 at column 4 is not UTF-8; save the file as UTF-8
+    """
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            raise TopologyError(f"the file is {encoding} text; save it as UTF-8", file=file,
+                                line=1)
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise TopologyError("the file is binary (it holds a NUL byte), not YAML text",
+                            file=file, line=data.count(b"\n", 0, nul) + 1)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        raise TopologyError(f"byte 0x{data[exc.start]:02x} at column {exc.start - start + 1} "
+                            f"is not UTF-8; save the file as UTF-8", file=file,
+                            line=data.count(b"\n", 0, exc.start) + 1) from None
+
+
+def _check_shape(text, file):
+    """Raise if ``text`` nests deeper than the limit or its aliases add too many nodes.
+
+    Walks the parser's events (no recursion, nothing built) keeping, for each anchor, how
+    many nodes it stands for; an alias adds that many.
+    """
+    bound = limits()
+    sizes = {}      # anchor -> nodes it stands for
+    open_ = []      # [anchor, nodes so far] of each mapping or list being read
+    added = 0       # nodes added by aliases
+    for event in yaml.parse(text, Loader=_Base):
+        if isinstance(event, yaml.CollectionStartEvent):
+            open_.append([event.anchor, 1])
+            if len(open_) > bound.depth:
+                raise TopologyError(exceeded("the YAML nests", "depth"),
+                                    file=file, line=event.start_mark.line + 1)
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, nodes = open_.pop()
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, nodes = None, sizes.get(event.anchor, 1)
+            added += nodes
+            if added > bound.alias_nodes:
+                raise TopologyError(exceeded("aliases add", "alias_nodes"),
+                                    file=file, line=event.start_mark.line + 1)
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, nodes = event.anchor, 1
+        else:
+            continue
+        if anchor is not None:
+            sizes[anchor] = nodes
+        if open_:
+            open_[-1][1] += nodes
 
 
 def read_yaml(text, file=None):
@@ -67,7 +152,8 @@ def read_yaml(text, file=None):
     Raises
     ------
     TopologyError
-        On a YAML syntax error or a duplicate key, with the file and line.
+        On a YAML syntax error, a duplicate key or a limit exceeded (size, nesting depth,
+        nodes added by aliases), with the file and line.
 
     Examples
     --------
@@ -79,9 +165,13 @@ def read_yaml(text, file=None):
     ...
     coc.errors.TopologyError: x.yaml:2: YAML syntax error: did not find expected ',' or ']' ...
     """
+    if len(text) > limits().document_bytes:
+        raise TopologyError(exceeded("the document has", "document_bytes", len(text)),
+                            file=file)
     loader = _LineLoader(text)
     loader.coc_file = file
     try:
+        _check_shape(text, file)
         return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

@@ -30,9 +30,9 @@ exec "$@"
 """
 FAKE_SSH = """#!/bin/sh
 # test double for ssh: log the host, then run the remote command here, stdio connected
-while [ "$1" != "--" ]; do host="$1"; shift; done
-echo "ssh $host" >> "$FAKE_LOG"
-exec sh -c "$2"
+while [ "$1" != "--" ]; do shift; done
+echo "ssh $2" >> "$FAKE_LOG"
+exec sh -c "$3"
 """
 
 

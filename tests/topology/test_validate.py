@@ -37,7 +37,7 @@ EXPECTED = {
     "unknown-technology": (2, "network 'lan': unknown technology 'token-ring'; known: loopback, "
                               "shm, ethernet, fast-ethernet, gigabit-ethernet, infiniband, "
                               "myrinet, sci, wan"),
-    "unknown-spawner": (None, "site 'a': unknown spawner 'qsub'; known: local, ssh, slurm, pbs, "
+    "unknown-spawner": (4, "site 'a': unknown spawner 'qsub'; known: local, ssh, slurm, pbs, "
                               "mpiexec, netns"),
     "unknown-scope": (2, "network 'lan': unknown scope 'secret'; known: private, public"),
     "address-outside-subnet": (6, "host 'n1': address 10.2.0.1 is outside network 'lan' "
@@ -51,10 +51,36 @@ EXPECTED = {
     "unknown-link-network": (6, "link sw1--backplane: unknown network 'backplane'"),
     "subnet-full": (2, "network 'lan': subnet 10.0.0.0/30 has no free address left for "
                        "host 'n3'"),
-    "sites-unreachable": (None, "site a cannot reach site b: no gateway joins their networks"),
+    "sites-unreachable": (12, "site a cannot reach site b: no gateway joins their networks"),
     "compute-joins-sites": (8, "host 'a1' cannot reach host 'b1': no gateway joins their "
                                "networks (host 'x' is on both sides but does not forward: its "
                                "role is 'compute', not 'gateway')"),
+    # Limits (coc.topology.limits): each refused before the work it bounds is done.
+    "deep-nesting": (4, "the YAML nests more than 64 levels (the limit depth; raise it with "
+                        "COC_TOPOLOGY_LIMITS=depth=N)"),
+    "alias-bomb-description": (12, "aliases add more than 100000 nodes (the limit alias_nodes; "
+                                   "raise it with COC_TOPOLOGY_LIMITS=alias_nodes=N)"),
+    "alias-bomb-interfaces": (14, "aliases add more than 100000 nodes (the limit alias_nodes; "
+                                  "raise it with COC_TOPOLOGY_LIMITS=alias_nodes=N)"),
+    "host-range-too-large": (7, "host list 'n[1-99999999]' stands for 99999999 names, more "
+                                "than the limit host_range=1000000 (raise it with "
+                                "COC_TOPOLOGY_LIMITS=host_range=N)"),
+    "slots-too-many": (8, "host 'n2' has 100000000000000000000 slots, more than the limit "
+                          "slots=65536 (raise it with COC_TOPOLOGY_LIMITS=slots=N)"),
+    "long-value": (7, "host 'n1': unknown network 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."
+                      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'"),
+    # Files that are not UTF-8 text.
+    "utf16": (1, "the file is UTF-16 text; save it as UTF-8"),
+    "not-utf8": (1, "byte 0xe9 at column 6 is not UTF-8; save the file as UTF-8"),
+    "binary": (2, "the file is binary (it holds a NUL byte), not YAML text"),
+    # Values the model used to accept or report without a line.
+    "address-overflow": (8, "host 'n[1-4]': 4 hosts from address 255.255.255.254 on network "
+                            "'wan' run past the last IPv4 address"),
+    "null-network": (3, "network 'spare': expected a mapping of keys, not nothing"),
+    "top-name-list": (1, "top level: name must be text, not list"),
+    # ssh would read these as options (see coc.launcher.spawners.ssh).
+    "hostname-option": (8, "host 'n2': hostname '-oProxyCommand=sh' must not begin with '-'"),
+    "login-option": (5, "site 'a': login '-oProxyCommand=sh' must not begin with '-'"),
 }
 
 

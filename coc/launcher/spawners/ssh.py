@@ -42,7 +42,10 @@ def ssh_command(destination, remote, settings):
     ...             {"jump": "gw.b.org", "port": 2222})      # doctest: +NORMALIZE_WHITESPACE
     ['ssh', '-T', '-o', 'BatchMode=yes', '-o', 'ConnectTimeout=10', '-o',
      'ServerAliveInterval=5', '-o', 'ServerAliveCountMax=3', '-J', 'gw.b.org', '-p', '2222',
-     'login.b.org', '--', 'python3 -m coc.launcher.agent']
+     '--', 'login.b.org', 'python3 -m coc.launcher.agent']
+
+    The destination comes after ``--``, so ssh never reads it as an option (the topology
+    validator also refuses hostnames and logins that begin with ``-``).
     """
     argv = ["ssh", "-T"]
     if settings.get("ssh_config"):
@@ -52,7 +55,7 @@ def ssh_command(destination, remote, settings):
     for flag, key in (("-J", "jump"), ("-p", "port"), ("-i", "identity"), ("-l", "user")):
         if settings.get(key):
             argv += [flag, str(settings[key])]
-    return [*argv, destination, "--", shlex.join(remote)]
+    return [*argv, "--", destination, shlex.join(remote)]
 
 
 class SshSpawner(spawners.Spawner):
