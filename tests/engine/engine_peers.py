@@ -12,6 +12,7 @@ import traceback
 import numpy as np
 
 from coc._native import engine
+from coc.routes import apply_routes, parse_routes
 
 TIMEOUT = 30.0
 SECRET = bytes(range(32))  # the job secret every test endpoint shares
@@ -29,8 +30,7 @@ def run(conn, self_id, secret, engine_kwargs, scenario, args, hold):
             peers, routes = conn.recv()
             for pid, address in peers.items():
                 eng.add_peer(pid, address)
-            for dest, (hops, weights) in routes.items():
-                eng.set_route(dest, hops, weights)
+            apply_routes(eng, parse_routes(routes))
             conn.send("ready")
             conn.send(("ok", globals()[scenario](eng, conn, **args)))
             if hold and conn.poll(TIMEOUT * 4):
