@@ -705,9 +705,13 @@ static void item_release(coc__conn *c, coc__item *it, int error)
     coc_engine *e = c->e;
     coc_request *r = it->req;
     if (r) {
-        /* a striped send completes when its last lane is done; one lost lane fails it */
-        if (error && !r->doomed)
+        /* a striped send completes when its last lane is done; one lost lane fails it,
+         * and its receiver hears so (its other lanes may have delivered all they had) */
+        if (error && !r->doomed) {
             r->doomed = error;
+            if (it->kind == COC__IT_STREAM)
+                coc__stream_failed(e, r, it->sh.rcookie);
+        }
         if (r->busy && --r->busy == 0) {
             r->st.count = r->len;
             coc__complete(e, r, r->doomed);

@@ -288,6 +288,7 @@ void coc__frame_end(coc__conn *c);     /* plock: its payload is complete */
 int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn); /* lock */
 void coc__lost_conn(coc_engine *e, coc__conn *c);                    /* lock */
 void coc__lost_id(coc_engine *e, uint32_t id, int error);            /* lock */
+void coc__stream_failed(coc_engine *e, coc_request *s, uint64_t rcookie); /* lock */
 int coc__probe_locked(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st);
 void coc__request_release(coc_engine *e, coc_request *r);            /* lock: unlink, free */
 

@@ -306,6 +306,7 @@ static int start_stream(coc_engine *e, coc_request *s, const coc__hdr *cts)
             free(sp);
             if (out[k] && out[k]->state != COC__CS_DEAD)
                 return -ENOMEM;
+            coc__stream_failed(e, s, cts->rcookie);
             coc__complete(e, s, COC_EPEERLOST);
             return 0;
         }
@@ -326,6 +327,8 @@ static int start_stream(coc_engine *e, coc_request *s, const coc__hdr *cts)
     }
     return 0;
 }
+
+static void fail(coc_engine *e, coc_request *r, int32_t source, int error);
 
 int coc__frame_begin(coc__conn *c)
 {
@@ -401,7 +404,16 @@ int coc__frame_begin(coc__conn *c)
         c->sink_cap = h->len;
         break;
     case COC__ERROR:
-        coc__lost_id(e, h->source, h->tag);
+        if (!h->rcookie) {
+            coc__lost_id(e, h->source, h->tag);
+            break;
+        }
+        r = coc__rdv_lookup(e, h->rcookie); /* one transfer failed at its sender */
+        if (r && r->kind == COC__RECV && r->phase == COC__RDV && (uint32_t)r->st.source == h->source) {
+            coc__log(e, "endpoint %u could not send the bytes of a message (tag %d): a path of its "
+                     "large route is lost", h->source, r->st.tag);
+            fail(e, r, r->st.source, COC_EPEERLOST);
+        }
         break;
     case COC__BYE:
         c->bye = 1;
@@ -456,6 +468,13 @@ static void fail(coc_engine *e, coc_request *r, int32_t source, int error)
         r->doomed = error; /* a connection is mid-frame into it: fail when that frame ends */
     else
         coc__complete(e, r, error);
+}
+
+void coc__stream_failed(coc_engine *e, coc_request *s, uint64_t rcookie)
+{
+    coc__hdr h = {.type = COC__ERROR, .source = e->self, .dest = (uint32_t)s->peer,
+                  .tag = COC_EPEERLOST, .rcookie = rcookie};
+    coc__send_ctrl(e, &h, 0); /* on the small route; if that is gone too, so is the receiver's */
 }
 
 static void drop_envelopes(coc_engine *e, uint64_t conn_key, int64_t source)
