@@ -709,7 +709,7 @@ static void item_release(coc__conn *c, coc__item *it, int error)
          * and its receiver hears so (its other lanes may have delivered all they had) */
         if (error && !r->doomed) {
             r->doomed = error;
-            if (it->kind == COC__IT_STREAM)
+            if (it->kind == COC__IT_STREAM && atomic_load(&r->state) != COC__REQ_DONE)
                 coc__stream_failed(e, r, it->sh.rcookie);
         }
         if (r->busy && --r->busy == 0) {

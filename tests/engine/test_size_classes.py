@@ -160,12 +160,12 @@ def test_order_holds_across_size_classes_and_stripes(open_engine, spawn, gateway
 
 
 def test_a_stripe_gateway_lost_mid_transfer_fails_both_ends(open_engine, spawn, gateway):
-    # The sender holds its frames to gateway 11 for a while (user-space delay), so the
+    # The sender holds its frames to gateway 11 (user-space delay), so the
     # transfer is surely under way, half delivered through 10, when 11 is killed.
     size = 4 << 20
     me, child, gws = _two_gateways(open_engine, spawn, gateway, "recv_digest", source=1,
                                    sizes=[size], weights=(1, 1), connect=[10, 11])
-    me.set_peer_delay(11, 3.0)
+    me.set_peer_delay(11, 20.0)  # far beyond the wait below, far below the timeout
     send = me.isend(np.ones(size, dtype=np.uint8), 2)
     deadline = time.monotonic() + TIMEOUT
     while gws[0].stats()["bytes_forwarded"] < size // 2:  # 10's half went through
