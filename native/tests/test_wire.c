@@ -65,6 +65,10 @@ int main(void)
     CHECK(decodes(&x));
     x.tag = COC_EPROTO;                           CHECK(!decodes(&x));
     x.tag = COC_ENOROUTE; x.len = 1;              CHECK(!decodes(&x));
+    x = (coc__hdr){.type = COC__ERROR, .source = 5, .dest = 1, .tag = COC_EPEERLOST, .rcookie = 7};
+    CHECK(decodes(&x));                           /* one failed transfer */
+    x.tag = COC_ENOROUTE;                         CHECK(!decodes(&x));
+    x.tag = COC_EPEERLOST; x.scookie = 1;         CHECK(!decodes(&x));
     x = (coc__hdr){.type = COC__BYE, .source = 5, .dest = 1};
     CHECK(decodes(&x));
     x.total = 1;                                  CHECK(!decodes(&x));

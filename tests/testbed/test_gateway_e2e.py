@@ -3,6 +3,8 @@
 On the two-sites testbed site a and site b share no network and no namespace forwards IP,
 so the only way a message from a1 can reach b1 is through the two gateway processes. The
 route comes from the topology (``coc.topology.route``), the addresses from the testbed.
+On the two-gateways testbed one pair's large message is striped over both of site a's
+gateways in their weights' ratio.
 """
 
 import hashlib
@@ -12,6 +14,7 @@ import secrets
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +30,7 @@ pytestmark = [
                               "engine: python setup.py build_ext --inplace)"),
 ]
 
+TWO_GATEWAYS = Path(__file__).parents[1] / "data" / "topology-good" / "two-gateways.yaml"
 PORT = 7400  # every endpoint listens on this port in its own namespace: no collisions
 
 # One rank-like endpoint. "sender" sends SIZE bytes made from SEED and "receiver" answers
@@ -35,14 +39,14 @@ PORT = 7400  # every endpoint listens on this port in its own namespace: no coll
 ENDPOINT = textwrap.dedent("""
     import hashlib, json, random, sys, time
     from coc._engine import Engine
+    from coc.routes import apply_routes, parse_routes
     cfg = json.loads(sys.stdin.readline())
     other = cfg["other"]
     with Engine(cfg["id"], bytes.fromhex(cfg["secret"]), listen_host=cfg["listen"],
                 port_range=(cfg["port"], cfg["port"])) as eng:
         for peer, address in cfg["peers"].items():
             eng.add_peer(int(peer), address)
-        for dest, hops in cfg["routes"].items():
-            eng.set_route(int(dest), hops)
+        apply_routes(eng, parse_routes(cfg["routes"]))
         for peer, seconds in cfg.get("delays", {}).items():
             eng.set_peer_delay(int(peer), seconds)
         buf = bytearray(max(cfg.get("size", 0), 64))
@@ -50,23 +54,23 @@ ENDPOINT = textwrap.dedent("""
         if cfg["role"] in ("receiver", "pong"):
             print(json.dumps({"ready": True}), flush=True)
         if cfg["role"] == "receiver":
-            st = eng.irecv(buf, source=other, tag=7).wait(timeout=10)
+            st = eng.irecv(buf, source=other, tag=7).wait(timeout=60)
             out["sha256"] = hashlib.sha256(buf[:st.count]).hexdigest()
-            eng.isend(out["sha256"].encode(), other, tag=8).wait(timeout=10)
+            eng.isend(out["sha256"].encode(), other, tag=8).wait(timeout=60)
         elif cfg["role"] == "sender":
             data = random.Random(cfg["seed"]).randbytes(cfg["size"])
-            eng.isend(data, other, tag=7).wait(timeout=10)
-            st = eng.irecv(buf, source=other, tag=8).wait(timeout=10)
+            eng.isend(data, other, tag=7).wait(timeout=60)
+            st = eng.irecv(buf, source=other, tag=8).wait(timeout=60)
             out["sha256"] = bytes(buf[:st.count]).decode()
         else:
             rtts = []
             for _ in range(cfg["rounds"]):
                 start = time.perf_counter()
                 if cfg["role"] == "ping":
-                    eng.isend(b"8 bytes!", other, tag=9).wait(timeout=10)
-                st = eng.irecv(buf, source=other, tag=9).wait(timeout=10)
+                    eng.isend(b"8 bytes!", other, tag=9).wait(timeout=60)
+                st = eng.irecv(buf, source=other, tag=9).wait(timeout=60)
                 if cfg["role"] == "pong":
-                    eng.isend(b"8 bytes!", other, tag=9).wait(timeout=10)
+                    eng.isend(b"8 bytes!", other, tag=9).wait(timeout=60)
                 rtts.append(time.perf_counter() - start)
             out["rtt"] = min(rtts)
         out.update(count=st.count, source=st.source, stats=eng.stats())
@@ -87,9 +91,9 @@ def _tables(bed, path):
     for hop in path.hops:  # forward: host -> next_host over hop.network, and the way back
         here, there = hop.host, hop.next_host
         tables[here][0][ids[there]] = _tcp(bed.address(there, hop.network))
-        tables[here][1][dst] = [ids[there]]
+        tables[here][1][dst] = [[ids[there], 1]]
         tables[there][0][ids[here]] = _tcp(bed.address(here, hop.network))
-        tables[there][1][src] = [ids[here]]
+        tables[there][1][src] = [[ids[here], 1]]
     return ids, tables
 
 
@@ -107,7 +111,7 @@ def _endpoint(bed, processes, host, **cfg):
 
 
 def _result(p):
-    out, err = p.communicate(timeout=15)
+    out, err = p.communicate(timeout=90)
     assert p.returncode == 0, err
     return json.loads(out)
 
@@ -134,7 +138,7 @@ def test_message_crosses_sites_only_through_the_gateways(two_sites, processes, c
         peers, routes = tables[host]
         gw = GatewayProcess({"self_id": ids[host], "secret": secret, "listen_host": "0.0.0.0",
                              "port_range": [PORT, PORT], "peers": peers,
-                             "routes": {d: [[h, 1] for h in hops] for d, hops in routes.items()}},
+                             "routes": routes},
                             prefix=bed.argv(host, []), timeout=15)
         processes(gw.proc)
         gateways.append(gw)
@@ -170,9 +174,51 @@ def test_wan_latency_is_emulated_by_the_engine_where_the_kernel_cannot(two_sites
         ends.append(_endpoint(
             bed, processes, host, id=ids[host], secret=secret, listen=bed.address(host, "wan"),
             peers={ids[other]: _tcp(bed.address(other, "wan"))},
-            routes={ids[other]: [ids[other]]}, delays={ids[other]: wan}, role=role,
+            routes={ids[other]: [[ids[other], 1]]}, delays={ids[other]: wan}, role=role,
             other=ids[other], rounds=20))
     rtt = _result(ends[1])["rtt"]
     _result(ends[0])
     # the model's latency is applied on each crossing; the upper bound only catches a hang
     assert 2 * wan <= rtt < 2 * wan + scaled(5.0), f"round trip {rtt * 1e3:.3f} ms"
+
+
+def test_one_pair_is_striped_over_both_gateways_in_their_weights(testbeds, topology, processes):
+    """two-gateways: a1 -> {ga1 (WAN 1, 2 Gbit/s), ga2 (WAN 2, 1 Gbit/s)} -> gb -> b1.
+
+    a1's large class stripes 64 MiB over ga1 and ga2 2:1 (the WANs' bandwidths), its small
+    class (envelopes) takes ga1; each gateway's counter shows its share of the bytes."""
+    bed = testbeds(topology(str(TWO_GATEWAYS)))
+    size, fragment = 64 << 20, 256 << 10
+    ids = {"a1": 1, "b1": 2, "ga1": 10, "ga2": 11, "gb": 12}
+    secret = secrets.token_bytes(32)
+    at = lambda host, net=None: _tcp(bed.address(host, net))  # noqa: E731
+    tables = {
+        "ga1": ({1: at("a1"), 12: at("gb", "wan1")}, {1: [[1, 1]], 2: [[12, 1]]}),
+        "ga2": ({1: at("a1"), 12: at("gb", "wan2")}, {1: [[1, 1]], 2: [[12, 1]]}),
+        "gb": ({2: at("b1"), 10: at("ga1", "wan1"), 11: at("ga2", "wan2")},
+               {2: [[2, 1]], 1: [[10, 2], [11, 1]]}),
+    }
+    gateways = {}
+    for host, (peers, routes) in tables.items():
+        gateways[host] = GatewayProcess(
+            {"self_id": ids[host], "secret": secret, "listen_host": "0.0.0.0",
+             "port_range": [PORT, PORT], "peers": peers, "routes": routes},
+            prefix=bed.argv(host, []), timeout=60)
+        processes(gateways[host].proc)
+    common = dict(secret=secret.hex(), size=size, seed=size)
+    receiver = _endpoint(bed, processes, "b1", id=2, listen=bed.address("b1"), role="receiver",
+                         other=1, peers={12: at("gb", "b-lan")}, routes={1: [[12, 1]]},
+                         **common)
+    sent = _result(_endpoint(bed, processes, "a1", id=1, listen=bed.address("a1"),
+                             role="sender", other=2,
+                             peers={10: at("ga1", "a-lan"), 11: at("ga2", "a-lan")},
+                             routes={2: {"small": [[10, 1]], "large": [[10, 2], [11, 1]]}},
+                             **common))
+    got = _result(receiver)
+    expected = hashlib.sha256(random.Random(size).randbytes(size)).hexdigest()
+    assert got["sha256"] == sent["sha256"] == expected and got["count"] == size
+    carried = {g: gateways[g].stop(timeout=10)["stats"]["bytes_forwarded"] for g in gateways}
+    answer = 64  # b1's SHA-256 reply, eager, through ga1 or ga2
+    assert carried["gb"] == size + answer
+    assert carried["ga1"] + carried["ga2"] == size + answer
+    assert abs(carried["ga1"] - 2 * size // 3) <= fragment + answer, carried
