@@ -1,8 +1,8 @@
 """Both sites send each other a large message at the same moment (issue 12, item 0).
 
-Run under coc-run with one rank per site: ``exchange.py MIB REPEATS``. Each repetition
-exchanges MIB MiB both ways twice: Isend + Recv of a NumPy buffer, then sendrecv of an
-object holding such an array. Every rank prints one JSON report ({"rank", "checked",
+Run under coc-run with one rank per site: ``exchange.py REPEATS MIB [MIB ...]``. For each
+size, each repetition exchanges MIB MiB both ways twice: Isend + Recv of a NumPy buffer,
+then sendrecv of an object holding such an array. Every rank prints one JSON report ({"rank", "checked",
 "failures"}) so the test reads the outcome from outside.
 """
 
@@ -15,10 +15,10 @@ import coc
 
 comm = coc.init()
 rank, peer = comm.rank, 1 - comm.rank
-mib, repeats = int(sys.argv[1]), int(sys.argv[2])
-n = mib << 20
+repeats, sizes = int(sys.argv[1]), [int(a) for a in sys.argv[2:]]
 failures, checked = [], 0
-for rep in range(repeats):
+for mib, rep in ((mib, rep) for mib in sizes for rep in range(repeats)):
+    n = mib << 20
     mine = np.full(n, (rank * 31 + rep) % 251, dtype=np.uint8)
     theirs = np.empty(n, dtype=np.uint8)
     req = comm.Isend(mine, dest=peer, tag=rep)
