@@ -53,6 +53,7 @@ def _exchange_job(tmp_path, transport, bed):
     return "ok", ""
 
 
+@pytest.mark.timeout(RUNS * (JOB_TIMEOUT + 90))
 @pytest.mark.parametrize("transport", ["shm", "unix", pytest.param("tcp", marks=pytest.mark.root)])
 def test_both_sites_send_each_other_large_messages_at_once(transport, tmp_path, request):
     if transport == "tcp" and os.geteuid() != 0:
