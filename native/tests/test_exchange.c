@@ -5,9 +5,13 @@
  * Issue 12: with shared memory a gateway that paused reading an endpoint (its forward
  * window towards the other gateway full) also stopped hearing that endpoint's "room in
  * the ring" doorbell; when both gateways were in that state they waited on each other for
- * ever. The endpoints run in child processes so the test can build that state on purpose:
- * both are stopped (SIGSTOP) mid-exchange until every buffer on the way is full, then
- * continued; each endpoint's first read then rings the doorbell of a paused connection. */
+ * ever. The endpoints run in child processes, stopped and continued (SIGSTOP/SIGCONT) many
+ * times mid-exchange so the gateways pause and resume them often, with small rings and
+ * windows. This did not reproduce the hang on the engine alone in our tries (the race
+ * needs both gateways to pause at the moment a ring is full); the job-level
+ * tests/comm/test_exchange.py did (3 of 4 runs of 64 MiB hung before the fix). It guards
+ * the pause/resume paths of all three transports.
+ */
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
