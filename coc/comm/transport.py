@@ -34,7 +34,7 @@ __all__ = ["CONTEXTS", "OBJ", "OBJ_DATA", "BUF", "COLL", "COLL_DATA", "COLL_BUF"
 CONTEXTS = 8
 OBJ, OBJ_DATA, BUF, COLL, COLL_DATA, COLL_BUF = range(6)
 SLOTS = 6                     # contexts of a block in use (the rest are spare)
-HEAD_SIZE = 65536 - 256      # below the engine's eager limit: a head never waits for a receive
+HEAD_SIZE = 65536 - 256      # below the eager limit: a head goes at once while the sender has eager credit
 MAX_TAG = 0x7fffffff
 #: Tags coc makes up itself (collective calls, sequence numbers) stay below MPICH's TAG_UB.
 OWN_TAGS = (1 << 29) - 1

@@ -23,7 +23,10 @@ static void check_header(const uint8_t *in)
         abort();
     if (h.type == COC__DATA && (h.offset > h.total || h.len > h.total - h.offset || !h.rcookie))
         abort();
-    if ((h.type == COC__RTS || h.type == COC__CTS || h.type == COC__ERROR || h.type == COC__BYE) && h.len)
+    if ((h.type == COC__RTS || h.type == COC__CTS || h.type == COC__ERROR || h.type == COC__BYE ||
+         h.type == COC__CREDIT) && h.len)
+        abort();
+    if (h.type == COC__CREDIT && !h.total)
         abort();
     coc__hdr_encode(&h, again); /* accepted headers are canonical: they re-encode to the input */
     if (memcmp(again, in, COC__HDR_LEN) != 0)

@@ -56,8 +56,9 @@ int main(void)
     coc__hdr fwd = {.type = COC__EAGER, .source = 7, .dest = 9, .tag = 3, .len = 8, .total = 8};
     coc__hdr err = {.type = COC__ERROR, .source = 9, .dest = 2, .tag = COC_EPEERLOST};
     coc__hdr bye = {.type = COC__BYE, .source = 7, .dest = 2};
-    const coc__hdr *one[] = {&eager, &rts, &cts, &data, &fwd, &err, &bye};
-    const char *names[] = {"eager", "rts", "cts", "data", "forward", "error", "bye"};
+    coc__hdr credit = {.type = COC__CREDIT, .source = 7, .dest = 2, .total = 65600};
+    const coc__hdr *one[] = {&eager, &rts, &cts, &data, &fwd, &err, &bye, &credit};
+    const char *names[] = {"eager", "rts", "cts", "data", "forward", "error", "bye", "credit"};
     for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
         wire_seed(names[i], one[i], 1);
         session_seed(names[i], one[i], 1);

@@ -344,6 +344,7 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
         e->cfg.eager_limit = COC__DEFAULT_EAGER;
     if (e->cfg.eager_limit > e->cfg.fragment_size)
         e->cfg.eager_limit = e->cfg.fragment_size; /* an eager message is one frame */
+    e->credit = COC__CREDIT_EAGERS * ((uint64_t)e->cfg.eager_limit + COC__HDR_LEN);
     if (!e->cfg.forward_window)
         e->cfg.forward_window = COC__DEFAULT_WINDOW;
     if (!e->cfg.handshake_timeout_ms)
@@ -445,6 +446,7 @@ int coc_engine_close(coc_engine *e)
     pthread_mutex_unlock(&e->plock);
     coc__map_free(&e->peers, free_peer);
     coc__map_free(&e->dests, free_peer);
+    coc__map_free(&e->credits, free_peer);
     free(e->rdv);
     free(e->rdv_gen);
     coc__pool_free(e);

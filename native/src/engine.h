@@ -36,6 +36,9 @@
 #define COC__DEFAULT_FRAGMENT (256u << 10)
 #define COC__DEFAULT_WINDOW (4u << 20)
 #define COC__COPY_BUDGET (4u << 20)   /* eager bytes copied per connection before sends wait */
+/* End-to-end eager credit per pair of endpoints: this many eager messages of the largest
+ * size, each charged its payload plus a header (so empty messages count too). */
+#define COC__CREDIT_EAGERS 8
 #define COC__POOL_CLASSES 14          /* forwarding buffers of 4 KiB << k plus a header page */
 #define COC__DEFAULT_HANDSHAKE_MS 10000
 #define COC__LOG_LINES 64
@@ -186,6 +189,16 @@ typedef struct coc__peer {
     uint64_t delay_ns;
 } coc__peer;
 
+/* Eager credit with one other endpoint (docs/wire-protocol.md "Credits"). A sender may
+ * have at most e->credit bytes of eager messages (charged by coc__eager_cost) towards a
+ * receiver that the receiver has not returned in CREDIT frames; past that, its messages go
+ * by rendezvous, which costs the receiver only an envelope. */
+typedef struct coc__credit {
+    uint64_t avail;                    /* sender: credit left towards this endpoint */
+    uint64_t held;                     /* receiver: its eager bytes received, not returned */
+    uint64_t owed;                     /* receiver: of those, delivered: to return */
+} coc__credit;
+
 typedef struct coc__dest {
     coc__route route[2];               /* by size class: COC_CLASS_SMALL, COC_CLASS_LARGE */
     uint8_t has[2];                    /* which classes were set (else they share the other) */
@@ -216,6 +229,8 @@ struct coc_engine {
     _Atomic size_t nhandshaking;       /* read unlocked by the progress loop's timeout */
     coc__map peers;                    /* id -> coc__peer */
     coc__map dests;                    /* id -> coc__dest */
+    coc__map credits;                  /* id -> coc__credit */
+    uint64_t credit;                   /* eager credit per pair (COC__CREDIT_EAGERS) */
     coc_request *reqs;                 /* live requests */
     coc_request *posted_head, *posted_tail;
     coc__umsg *unexp_head, *unexp_tail;

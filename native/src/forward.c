@@ -17,6 +17,9 @@
  * next frame would overflow that window stops being read (EPOLLIN off, its header kept)
  * until the window drains to half; the kernel's socket buffers then fill and TCP slows the
  * sender. So a receiver that stops reading slows its sender and the gateway stays flat.
+ * A shared-memory connection pauses by not reading its ring (its writer then finds the
+ * ring full); its socket stays polled, because the doorbells on it also announce room in
+ * the ring we write to, and the peer's reading of that ring must not wait for our input.
  *
  * Failures: when a directly connected endpoint dies (no BYE), every endpoint in the route
  * table gets an ERROR frame naming it, so requests that need it fail instead of hanging,
@@ -147,7 +150,12 @@ int coc__forward_begin(coc__conn *c)
         c->paused_on = out;
         c->next_waiter = out->waiters;
         out->waiters = c;
-        coc__conn_set_in(c, 0);
+        /* a ring connection's socket carries only doorbells, among them the one saying
+         * its reader made room for what we write to it: keep hearing those (ring_event
+         * reads no frame while paused), or two gateways each waiting for the other's
+         * window to drain wait for ever */
+        if (!c->ring)
+            coc__conn_set_in(c, 0);
         pthread_mutex_unlock(&e->lock);
         return 1;
     }

@@ -16,6 +16,12 @@
  * route, its fragments dealt over all of its hops by weight (striping). The receiver
  * places each fragment by (handle, offset) whatever connection brought it, and the
  * transfer completes when all bytes arrived.
+ *
+ * Credits bound what eager messages may take at a receiver: towards each endpoint a
+ * sender may have e->credit bytes of eager messages (payload + header each) that the
+ * receiver has not handed back in CREDIT frames; a message that finds too little credit
+ * goes by rendezvous instead. The receiver returns credit when it delivers a message (half
+ * the credit at a time) and fails the connection of a peer that sends beyond it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -56,10 +62,73 @@ static void fill_status(coc_request *r, uint32_t src, uint32_t ctx, int32_t tag,
     r->st.count = total;
 }
 
-/* Deliver a complete eager message to a matched receive. */
-static void deliver(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx, int32_t tag,
-                    const uint8_t *data, uint64_t total)
+/* ---- eager credit ------------------------------------------------------------------------ */
+
+static uint64_t eager_cost(uint64_t len)
 {
+    return len + COC__HDR_LEN;
+}
+
+/* Our credit record with endpoint `peer`, made on first use (NULL: out of memory). */
+static coc__credit *credit_of(coc_engine *e, uint32_t peer)
+{
+    coc__credit *cr = coc__map_get(&e->credits, peer);
+    if (!cr && (cr = calloc(1, sizeof *cr)) != NULL) {
+        cr->avail = e->credit;
+        if (coc__map_put(&e->credits, peer, cr) < 0) {
+            free(cr);
+            cr = NULL;
+        }
+    }
+    return cr;
+}
+
+/* An eager message of `total` bytes from `source` left our memory (delivered): its credit
+ * goes back once half the credit is owed, in one CREDIT frame end to end. */
+static void credit_delivered(coc_engine *e, uint32_t source, uint64_t total, uint64_t conn_key)
+{
+    coc__credit *cr = source != e->self ? coc__map_get(&e->credits, source) : NULL;
+    if (!cr)
+        return;
+    cr->owed += eager_cost(total);
+    if (cr->owed < e->credit / 2)
+        return;
+    coc__hdr h = {.type = COC__CREDIT, .source = e->self, .dest = source, .total = cr->owed};
+    coc__send_ctrl(e, &h, conn_key); /* if the peer is gone, so is its need for credit */
+    cr->held -= cr->owed;
+    cr->owed = 0;
+}
+
+/* A header of an eager frame from h->source arrived: within the eager limit and the
+ * credit we granted, or a protocol error naming the sender. */
+static int credit_take(coc__conn *c, const coc__hdr *h)
+{
+    coc_engine *e = c->e;
+    if (h->len > e->cfg.eager_limit) {
+        coc__log(e, "endpoint %u sent an eager message of %u bytes, above this endpoint's eager "
+                 "limit of %zu bytes, without rendezvous", h->source, h->len, e->cfg.eager_limit);
+        c->why = "eager frame above the receiver's eager limit";
+        return COC_EPROTO;
+    }
+    coc__credit *cr = credit_of(e, h->source);
+    if (!cr)
+        return -ENOMEM;
+    if (cr->held + eager_cost(h->len) > e->credit) {
+        coc__log(e, "endpoint %u sent eager messages beyond the %llu bytes of credit granted to it",
+                 h->source, (unsigned long long)e->credit);
+        c->why = "eager frames beyond the credit granted";
+        return COC_EPROTO;
+    }
+    cr->held += eager_cost(h->len);
+    return 0;
+}
+
+/* Deliver a complete eager message to a matched receive; its credit goes back to the
+ * sender (conn_key: where it came from, if the route back is unknown). */
+static void deliver(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx, int32_t tag,
+                    const uint8_t *data, uint64_t total, uint64_t conn_key)
+{
+    credit_delivered(e, src, total, conn_key);
     fill_status(r, src, ctx, tag, total);
     if (total)
         memcpy(r->rbuf, data, total < r->len ? total : r->len);
@@ -109,7 +178,7 @@ static int self_send(coc_engine *e, coc_request *s, uint32_t ctx, int32_t tag, c
 {
     coc_request *r = coc__posted_take(e, e->self, ctx, tag);
     if (r) {
-        deliver(e, r, e->self, ctx, tag, buf, len);
+        deliver(e, r, e->self, ctx, tag, buf, len, 0);
     } else {
         coc__umsg *u = calloc(1, sizeof *u);
         uint8_t *data = malloc(len ? len : 1);
@@ -159,7 +228,9 @@ int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const
     if (!c)
         goto out;
     coc__hdr h = {.context = context, .source = e->self, .dest = dest, .tag = tag, .seq = d->seq++};
-    if (len <= e->cfg.eager_limit) {
+    coc__credit *cr = len <= e->cfg.eager_limit ? credit_of(e, dest) : NULL;
+    if (cr && cr->avail >= eager_cost(len)) {
+        cr->avail -= eager_cost(len);
         h.type = COC__EAGER;
         h.len = (uint32_t)len;
         h.total = len;
@@ -219,7 +290,7 @@ int coc_irecv(coc_engine *e, int32_t source, uint32_t context, int32_t tag, void
     } else {
         coc__unexp_remove(e, u);
         if (u->type == COC__EAGER)
-            deliver(e, r, u->source, u->context, u->tag, u->data, u->total);
+            deliver(e, r, u->source, u->context, u->tag, u->data, u->total, u->conn_key);
         else
             rdv_accept(e, r, u->source, u->context, u->tag, u->total, u->scookie, u->conn_key);
         free(u->data);
@@ -341,6 +412,8 @@ int coc__frame_begin(coc__conn *c)
     e->stats.bytes_received += h->len;
     switch (h->type) {
     case COC__EAGER:
+        if ((rc = credit_take(c, h)) < 0)
+            break;
         r = coc__posted_take(e, h->source, h->context, h->tag);
         if (r) {
             fill_status(r, h->source, h->context, h->tag, h->total);
@@ -418,6 +491,12 @@ int coc__frame_begin(coc__conn *c)
     case COC__BYE:
         c->bye = 1;
         break;
+    case COC__CREDIT: {
+        coc__credit *cr = credit_of(e, h->source);
+        if (cr) /* never above the whole credit, whatever a peer claims */
+            cr->avail = h->total > e->credit - cr->avail ? e->credit : cr->avail + h->total;
+        break;
+    }
     }
     pthread_mutex_unlock(&e->lock);
     return rc;
@@ -432,6 +511,8 @@ void coc__frame_end(coc__conn *c)
         return;
     pthread_mutex_lock(&e->lock);
     c->rreq = NULL;
+    if (h->type == COC__EAGER && (r || !c->rumsg))
+        credit_delivered(e, h->source, h->total, c->key); /* read into place: nothing held */
     if (r) {
         r->busy--;
         if (h->type == COC__DATA)
@@ -446,7 +527,7 @@ void coc__frame_end(coc__conn *c)
         c->rumsg = NULL;
         r = coc__posted_take(e, u->source, u->context, u->tag);
         if (r) {
-            deliver(e, r, u->source, u->context, u->tag, u->data, u->total);
+            deliver(e, r, u->source, u->context, u->tag, u->data, u->total, u->conn_key);
             free(u->data);
             free(u);
         } else {

@@ -122,6 +122,10 @@ int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **wh
         if (h->tag || h->len || h->offset || h->total || h->scookie || h->rcookie || h->context)
             BAD("malformed bye frame");
         break;
+    case COC__CREDIT:
+        if (h->tag || h->len || h->offset || !h->total || h->scookie || h->rcookie || h->context)
+            BAD("malformed credit frame");
+        break;
     }
     return 0;
 }

@@ -23,6 +23,7 @@ enum coc__frame_type {
     COC__ERROR = 5, /* a gateway reports that `source` became unreachable; with rcookie:
                        `source` reports that the transfer to that handle failed */
     COC__BYE = 6,   /* orderly close of the connection's sender */
+    COC__CREDIT = 7, /* the receiver returns `total` bytes of eager credit (end to end) */
     COC__TYPE_LAST
 };
 
@@ -33,7 +34,8 @@ typedef struct coc__hdr {
     uint32_t len;      /* payload bytes that follow this header */
     uint64_t seq;      /* sender's message number towards dest (diagnostics) */
     uint64_t offset;   /* DATA: where this fragment goes */
-    uint64_t total;    /* EAGER/RTS: message size; CTS/DATA: bytes being transferred */
+    uint64_t total;    /* EAGER/RTS: message size; CTS/DATA: bytes being transferred;
+                          CREDIT: eager credit returned */
     uint64_t scookie;  /* sender's rendezvous handle (RTS, CTS) */
     uint64_t rcookie;  /* receiver's rendezvous handle (CTS, DATA) */
 } coc__hdr;

@@ -72,6 +72,11 @@ int main(void)
     x = (coc__hdr){.type = COC__BYE, .source = 5, .dest = 1};
     CHECK(decodes(&x));
     x.total = 1;                                  CHECK(!decodes(&x));
+    x = (coc__hdr){.type = COC__CREDIT, .source = 2, .dest = 1, .total = 4096};
+    CHECK(decodes(&x));
+    x.total = 0;                                  CHECK(!decodes(&x));
+    x.total = 1; x.len = 1;                       CHECK(!decodes(&x));
+    x.len = 0; x.tag = 3;                         CHECK(!decodes(&x));
     coc__hdr_encode(&h, b);
     b[0] ^= 1;
     CHECK(coc__hdr_decode(b, &back, &why) == COC_EPROTO && why && strstr(why, "magic"));
