@@ -88,8 +88,10 @@ def test_order_holds_across_size_classes(open_engine, spawn, gateway):
                                                 dest=1, sizes=sizes, contexts=contexts)
     _receive_in_order(me, 2, sizes, contexts)
     assert child.result() == len(sizes)
-    large = [n for n in sizes if n > EAGER]
-    assert gw.stats()["bytes_forwarded"] == sum(large)
+    # the large messages' bytes cross the gateway; so do those of eager-sized messages sent
+    # after the receiver's credit ran out (they go by rendezvous: credits, wire-protocol.md)
+    large = sum(n for n in sizes if n > EAGER)
+    assert large <= gw.stats()["bytes_forwarded"] <= sum(sizes)
 
 
 def _two_gateways(open_engine, spawn, gateway, scenario, weights=(2, 1), engine_kwargs=KW,
@@ -156,7 +158,9 @@ def test_order_holds_across_size_classes_and_stripes(open_engine, spawn, gateway
     carried = [gw.stats()["bytes_forwarded"] for gw in gws]
     large = sum(n for n in sizes if n > EAGER)
     assert sum(carried) == sum(sizes)  # envelopes and eager messages all through 10
-    assert abs(3 * carried[1] - large) <= 3 * FRAGMENT, (carried, large)
+    # 11 carries a third of the rendezvous bytes: the large messages' and those of
+    # eager-sized messages sent after the receiver's credit ran out
+    assert large - 3 * FRAGMENT <= 3 * carried[1] <= sum(sizes) + 3 * FRAGMENT, (carried, large)
 
 
 def test_a_stripe_gateway_lost_mid_transfer_fails_both_ends(open_engine, spawn, gateway):
