@@ -31,6 +31,8 @@ __all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "Engine", "Request", "Status", "s
 ANY_SOURCE = c.COC_ANY_SOURCE
 ANY_TAG = c.COC_ANY_TAG
 MAX_TAG = c.COC_MAX_TAG
+# size classes of set_route (None: both)
+_SIZE_CLASSES = {None: -1, "small": c.COC_CLASS_SMALL, "large": c.COC_CLASS_LARGE}
 
 # A blocking call waits in slices this long with the GIL released, then checks signals,
 # so Ctrl-C interrupts a wait within a slice.
@@ -424,17 +426,25 @@ cdef class Engine:
         cdef bytes a = address.encode()
         check(c.coc_engine_add_peer(self._handle(), id, a), f"add peer {id}")
 
-    def set_route(self, dest, hops, weights=None):
+    def set_route(self, dest, hops, weights=None, size_class=None):
         """Route traffic for ``dest`` through next ``hops`` (``dest`` itself: directly).
 
-        Several hops share load in proportion to ``weights`` (default equal) while each
-        (source, destination, context) stream stays in order.
+        Several hops share load in proportion to ``weights`` (default equal).
+        ``size_class`` is ``"small"`` (eager messages and every envelope: one hop per
+        (source, destination) pair, so messages stay in order), ``"large"`` (the bytes of
+        rendezvous messages, striped fragment by fragment over all hops) or ``None``
+        (both). A destination's first route serves both classes until the other is set.
         """
         hops = list(hops)
         weights = [1] * len(hops) if weights is None else list(weights)
         if not hops or len(weights) != len(hops):
             raise ValueError(f"route to {dest}: need one or more hops and one weight per hop, "
                              f"got hops={hops!r} weights={weights!r}")
+        if size_class not in _SIZE_CLASSES:
+            raise ValueError(f"route to {dest}: size_class must be one of "
+                             f"{sorted(k for k in _SIZE_CLASSES if k)} or None, "
+                             f"not {size_class!r}")
+        cdef int cls = _SIZE_CLASSES[size_class]
         cdef size_t n = len(hops), i
         cdef uint32_t *buf = <uint32_t *>malloc(2 * n * sizeof(uint32_t))
         if buf == NULL:
@@ -443,8 +453,11 @@ cdef class Engine:
             for i in range(n):
                 buf[i] = hops[i]
                 buf[n + i] = weights[i]
-            check(c.coc_engine_set_route(self._handle(), dest, buf, buf + n, n),
-                  f"route to {dest} via {hops}")
+            if cls < 0:
+                rc = c.coc_engine_set_route(self._handle(), dest, buf, buf + n, n)
+            else:
+                rc = c.coc_engine_set_route_class(self._handle(), dest, cls, buf, buf + n, n)
+            check(rc, f"route to {dest} via {hops}")
         finally:
             free(buf)
 

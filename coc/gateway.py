@@ -19,8 +19,9 @@ import time
 
 from coc._native import engine as _engine
 from coc.errors import CocError, LaunchError
+from coc.routes import apply_routes, parse_routes
 
-__all__ = ["GatewayProcess", "parse_config", "parse_routes", "apply_update", "serve", "main"]
+__all__ = ["GatewayProcess", "parse_config", "apply_update", "serve", "main"]
 
 log = logging.getLogger("coc.gateway")
 
@@ -44,27 +45,6 @@ def _int_keys(mapping, what):
                          f"{exc}") from None
 
 
-def parse_routes(routes):
-    """Turn ``{dest: [[hop, weight], ...]}`` into ``{dest: (hops, weights)}``.
-
-    Examples
-    --------
-    >>> parse_routes({"5": [[10, 3], [11, 1]]})
-    {5: ([10, 11], [3, 1])}
-    """
-    parsed = {}
-    for dest, hops in _int_keys(routes, "routes").items():
-        try:
-            pairs = [(int(h), int(w)) for h, w in hops]
-        except (TypeError, ValueError):
-            raise ValueError(f"gateway config: route to {dest} must be a list of "
-                             f"[hop, weight] pairs, not {hops!r}") from None
-        if not pairs:
-            raise ValueError(f"gateway config: route to {dest} has no hops")
-        parsed[dest] = ([h for h, _ in pairs], [w for _, w in pairs])
-    return parsed
-
-
 def parse_config(doc):
     """Check the first JSON document and return keyword arguments for the gateway.
 
@@ -73,7 +53,8 @@ def parse_config(doc):
     doc : dict
         ``self_id`` (int), ``secret`` (hex string), and optionally ``listen_host``
         (default ``"127.0.0.1"``), ``port_range`` ([min, max]), ``peers``
-        ({id: address}), ``routes`` ({dest: [[hop, weight], ...]}), ``connect`` (next
+        ({id: address}), ``routes`` ({dest: [[hop, weight], ...]} or, per size class,
+        {dest: {"small": [...], "large": [...]}}; see :mod:`coc.routes`), ``connect`` (next
         hops to connect to at once, so their loss is noticed) and ``options``
         (``eager_limit``, ``fragment_size``, ``forward_window``, ``handshake_timeout_ms``,
         ``spin_ns``, ``log_interval``).
@@ -88,7 +69,7 @@ def parse_config(doc):
     --------
     >>> cfg = parse_config({"self_id": 9, "secret": "00" * 16, "routes": {"1": [[1, 1]]}})
     >>> cfg["engine"]["self_id"], cfg["routes"]
-    (9, {1: ([1], [1])})
+    (9, {1: {'small': [(1, 1)], 'large': [(1, 1)]}})
     """
     if not isinstance(doc, dict):
         raise ValueError("gateway config must be a JSON object")
@@ -117,7 +98,7 @@ def parse_config(doc):
                   forward=True, **{k: int(v) for k, v in options.items()})
     return {"engine": engine,
             "peers": {k: str(v) for k, v in _int_keys(doc.get("peers", {}), "peers").items()},
-            "routes": parse_routes(doc.get("routes", {})),
+            "routes": parse_routes(doc.get("routes", {}), "gateway config"),
             "connect": _parse_connect(doc),
             "log_interval": log_interval}
 
@@ -126,8 +107,7 @@ def apply_update(eng, peers, routes, connect=()):
     """Give the engine its peers' addresses, then its routes; connect to ``connect`` now."""
     for pid, address in peers.items():
         eng.add_peer(pid, address)
-    for dest, (hops, weights) in routes.items():
-        eng.set_route(dest, hops, weights)
+    apply_routes(eng, routes)
     for hop in connect:
         eng.connect(hop)
 
@@ -157,7 +137,8 @@ def _handle_line(eng, line):
         if not isinstance(doc, dict) or set(doc) - {"peers", "routes", "connect"}:
             raise ValueError("an update is an object with 'peers', 'routes' and/or 'connect'")
         peers = {k: str(v) for k, v in _int_keys(doc.get("peers", {}), "peers").items()}
-        apply_update(eng, peers, parse_routes(doc.get("routes", {})), _parse_connect(doc))
+        apply_update(eng, peers, parse_routes(doc.get("routes", {}), "gateway update"),
+                     _parse_connect(doc))
     except (ValueError, TypeError, OSError, CocError) as exc:
         log.error("bad update: %s", exc)
         _reply({"error": str(exc)})

@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from coc.errors import CocError
-from coc.gateway import GatewayProcess, apply_update, parse_routes
+from coc.gateway import GatewayProcess, apply_update
+from coc.routes import parse_routes
 
 __all__ = ["SIZES", "QUICK_SIZES", "aligned", "iterations", "chain_tables", "tcp_only",
            "engine_sockbuf", "paths", "run_coc", "run_tcp", "measure", "ratios",

@@ -20,6 +20,8 @@ import secrets
 import socket
 import time
 
+from coc.routes import parse_routes
+
 __all__ = ["enabled", "SiteMPI", "bootstrap", "PartStatus"]
 
 _POLL_SLEEP = 20e-6      # seconds between polls of a receive that waits on two transports
@@ -204,5 +206,5 @@ def bootstrap():
         if peer != w.rank:
             eng.add_peer(peer, address)
             eng.set_route(peer, [peer])
-    routes = {peer: [(peer, 1)] for peer in range(w.size) if peer != w.rank}
+    routes = parse_routes({peer: [(peer, 1)] for peer in range(w.size) if peer != w.rank})
     return eng, {"rank": w.rank, "size": w.size, "routes": routes, "placement": where}

@@ -18,6 +18,7 @@ from coc.comm import sitempi, transport
 from coc.comm.communicator import Communicator
 from coc.comm.request import Request, run
 from coc.errors import CocError, LaunchError
+from coc.routes import apply_routes, next_hops
 
 __all__ = ["World", "init", "finalize", "initialized", "Wtime", "Wtick", "counters",
            "reset_counters"]
@@ -51,14 +52,13 @@ class World:
         self.next_block = 1
         self._sequences = {}
         self._levels = None
-        self.routes = {}                 # {world rank: [(next hop endpoint, weight), ...]}
+        self.routes = {}                 # {world rank: {size class: [(next hop, weight), ...]}}
         self.site_mpi = None             # coc.comm.sitempi.SiteMPI when the site's MPI is used
 
     @property
     def gateways(self):
         """Return the endpoint ids of the gateway daemons this rank sends through."""
-        return sorted({hop for hops in self.routes.values() for hop, _ in hops
-                       if hop >= self.size})
+        return [hop for hop in next_hops(self.routes) if hop >= self.size]
 
     def next_sequence(self, context, dest):
         """Return the next tag for the large parts of an object sent to ``dest`` in ``context``."""
@@ -119,13 +119,11 @@ def _open_under_coc_run():
         info = rankside.rendezvous(eng.address)
         for peer, address in info["peers"].items():
             eng.add_peer(peer, address)
-        for dest, hops in info["routes"].items():
-            eng.set_route(dest, [hop for hop, _ in hops], [weight for _, weight in hops])
+        apply_routes(eng, info["routes"])
         # Hold a connection to every gateway from the start: a gateway tells the endpoints
         # connected to it when a rank behind it dies, so a rank waiting on a peer it never
         # spoke to still gets PeerLost instead of hanging.
-        for gateway in sorted({hop for dest, hops in info["routes"].items()
-                               for hop, _ in hops if hop != dest}):
+        for gateway in next_hops(info["routes"]):
             eng.connect(gateway)
     except BaseException:
         eng.close()

@@ -21,6 +21,7 @@ import subprocess
 
 from coc.errors import LaunchError, ProtocolError
 from coc.launcher import protocol
+from coc.routes import parse_routes
 
 __all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "shepherd"]
 
@@ -114,8 +115,10 @@ def rendezvous(address, environ=None):
     -------
     dict
         What :func:`credentials` returns, plus ``peers`` ({endpoint id: address} of every
-        other rank and gateway daemon), ``routes`` ({destination endpoint id: [(next hop
-        endpoint id, weight), ...]}; a hop equal to the destination means "directly") and
+        other rank and gateway daemon), ``routes`` ({destination endpoint id: {"small":
+        [(next hop endpoint id, weight), ...], "large": [...]}} as
+        :func:`coc.routes.parse_routes` gives; a hop equal to the destination means
+        "directly") and
         ``placement`` ([(site, host)] of every rank, indexed by rank).
 
     Raises
@@ -133,8 +136,10 @@ def rendezvous(address, environ=None):
     sock.close()
     _state["socket"] = None
     info["peers"] = {int(k): v for k, v in answer["peers"].items()}
-    info["routes"] = {int(k): [tuple(hop) for hop in hops]
-                      for k, hops in answer["routes"].items()}
+    try:
+        info["routes"] = parse_routes(answer["routes"], "rendezvous answer")
+    except ValueError as exc:
+        raise LaunchError(str(exc), rank=info["rank"]) from None
     info["placement"] = [tuple(where) for where in answer["placement"]]
     return info
 

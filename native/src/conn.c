@@ -677,31 +677,48 @@ static size_t frame_len(const coc__item *it)
     return it->kind == COC__IT_FWD ? it->size : COC__HDR_LEN + it->len;
 }
 
-static void stream_frame(coc_engine *e, coc__item *it)
+int coc__stream_next(coc_engine *e, coc__item *it)
 {
-    uint64_t n = it->send - it->spos;
+    const coc__stripe *sp = it->stripe;
+    while (it->spos < sp->nfrag && sp->lane[it->spos] != it->lane)
+        it->spos++;
+    if (it->spos == sp->nfrag)
+        return 0;
+    uint64_t offset = it->spos++ * e->cfg.fragment_size;
+    uint64_t n = it->sh.total - offset;
     if (n > e->cfg.fragment_size)
         n = e->cfg.fragment_size;
-    it->sh.offset = it->spos;
+    it->sh.offset = offset;
     it->sh.len = (uint32_t)n;
     coc__hdr_encode(&it->sh, it->hdr);
-    it->data = it->req->sbuf + it->spos;
+    it->data = it->req->sbuf + offset;
     it->len = n;
     it->off = 0;
-    it->spos += n;
     e->stats.frames_sent++;
     e->stats.bytes_sent += n;
+    return 1;
 }
 
 /* An item leaves the queue: written (error 0) or dropped with its connection. */
 static void item_release(coc__conn *c, coc__item *it, int error)
 {
     coc_engine *e = c->e;
-    if (it->req) {
-        it->req->st.count = it->req->len;
-        it->req->busy = 0;
-        coc__complete(e, it->req, it->req->doomed ? it->req->doomed : error);
+    coc_request *r = it->req;
+    if (r) {
+        /* a striped send completes when its last lane is done; one lost lane fails it,
+         * and its receiver hears so (its other lanes may have delivered all they had) */
+        if (error && !r->doomed) {
+            r->doomed = error;
+            if (it->kind == COC__IT_STREAM)
+                coc__stream_failed(e, r, it->sh.rcookie);
+        }
+        if (r->busy && --r->busy == 0) {
+            r->st.count = r->len;
+            coc__complete(e, r, r->doomed);
+        }
     }
+    if (it->stripe && --it->stripe->refs == 0)
+        free(it->stripe);
     if (it->kind == COC__IT_FWD) {
         coc__forward_done(c, it);
     } else if (it->owned) {
@@ -715,10 +732,8 @@ static void item_release(coc__conn *c, coc__item *it, int error)
 static int frame_written(coc__conn *c, coc__item *it)
 {
     coc_engine *e = c->e;
-    if (it->kind == COC__IT_STREAM && it->spos < it->send && !it->req->doomed) {
-        stream_frame(e, it);
+    if (it->kind == COC__IT_STREAM && !it->req->doomed && coc__stream_next(e, it))
         return 0;
-    }
     c->head = it->next;
     if (!c->head)
         c->tail = NULL;

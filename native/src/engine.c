@@ -546,11 +546,13 @@ int coc_engine_add_peer(coc_engine *e, uint32_t id, const char *address)
     return p ? 0 : -ENOMEM;
 }
 
-int coc_engine_set_route(coc_engine *e, uint32_t dest, const uint32_t *hops, const uint32_t *weights,
-                         size_t n)
+/* Set the route of one size class (cls) or of both (cls < 0). A destination's first
+ * route serves both classes until the other is set. */
+static int set_route(coc_engine *e, uint32_t dest, int cls, const uint32_t *hops,
+                     const uint32_t *weights, size_t n)
 {
     coc__route route;
-    if (!e)
+    if (!e || cls > COC_CLASS_LARGE)
         return COC_EINVAL;
     int rc = coc__route_make(&route, hops, weights, n);
     if (rc < 0)
@@ -561,20 +563,38 @@ int coc_engine_set_route(coc_engine *e, uint32_t dest, const uint32_t *hops, con
         free(d);
         d = NULL;
     }
-    if (d)
-        d->route = route;
+    for (int k = COC_CLASS_SMALL; d && k <= COC_CLASS_LARGE; k++) {
+        if (cls < 0 || k == cls) {
+            d->route[k] = route;
+            d->has[k] = 1;
+        } else if (!d->has[k]) {
+            d->route[k] = route;
+        }
+    }
     pthread_mutex_unlock(&e->lock);
     return d ? 0 : -ENOMEM;
 }
 
-/* Is `hop` a next hop of some route? (The engine connects only to those.) */
+int coc_engine_set_route(coc_engine *e, uint32_t dest, const uint32_t *hops, const uint32_t *weights,
+                         size_t n)
+{
+    return set_route(e, dest, -1, hops, weights, n);
+}
+
+int coc_engine_set_route_class(coc_engine *e, uint32_t dest, int size_class, const uint32_t *hops,
+                               const uint32_t *weights, size_t n)
+{
+    return size_class < 0 ? COC_EINVAL : set_route(e, dest, size_class, hops, weights, n);
+}
+
+/* Is `hop` a next hop of some route, of either class? (The engine connects only to those.) */
 static int is_hop(coc_engine *e, uint32_t hop)
 {
     for (size_t i = 0; i < e->dests.cap; i++) {
         const coc__dest *d = e->dests.vals[i];
-        for (size_t k = 0; d && k < d->route.n; k++)
-            if (d->route.hops[k] == hop)
-                return 1;
+        if (d && (coc__route_has(&d->route[COC_CLASS_SMALL], hop) ||
+                  coc__route_has(&d->route[COC_CLASS_LARGE], hop)))
+            return 1;
     }
     return 0;
 }

@@ -81,7 +81,8 @@ struct coc_request {
     uint64_t want, got;                /* rendezvous receive progress */
     uint64_t cookie;                   /* rendezvous handle, 0 if none */
     uint64_t conn_key;                 /* connection the operation depends on */
-    uint8_t busy;                      /* a connection is reading payload into it */
+    uint8_t busy;                      /* recv: connections reading payload into it;
+                                          send: queue items still holding its buffer */
     int doomed;                        /* failure to report when that read ends */
 };
 
@@ -98,6 +99,14 @@ typedef struct coc__umsg {
 
 enum coc__item_kind { COC__IT_FRAME = 1, COC__IT_STREAM, COC__IT_FWD };
 
+/* A rendezvous send striped over the large route: fragment i leaves on lane[i], one
+ * STREAM item (on one connection) per lane; shared by those items. */
+typedef struct coc__stripe {
+    size_t refs;                       /* STREAM items still using it */
+    uint64_t nfrag;
+    uint8_t lane[];
+} coc__stripe;
+
 /* Something queued for writing on a connection. */
 typedef struct coc__item {
     struct coc__item *next;
@@ -110,7 +119,9 @@ typedef struct coc__item {
     size_t filled, size;               /* FWD: bytes present / frame size (cut-through) */
     coc_request *req;                  /* STREAM, or FRAME sent by reference: completes at the end */
     coc__hdr sh;                       /* STREAM: header template */
-    uint64_t spos, send;               /* STREAM: next offset / end */
+    coc__stripe *stripe;               /* STREAM: which fragments are this item's */
+    uint8_t lane;                      /* STREAM: its lane */
+    uint64_t spos;                     /* STREAM: next fragment index to consider */
     uint64_t due_ns;                   /* latency emulation: not before this time */
 } coc__item;
 
@@ -176,7 +187,8 @@ typedef struct coc__peer {
 } coc__peer;
 
 typedef struct coc__dest {
-    coc__route route;
+    coc__route route[2];               /* by size class: COC_CLASS_SMALL, COC_CLASS_LARGE */
+    uint8_t has[2];                    /* which classes were set (else they share the other) */
     uint64_t seq;                      /* next message number towards this destination */
 } coc__dest;
 
@@ -243,6 +255,8 @@ void coc__conn_fail(coc__conn *c, int err, const char *why);        /* lock: mar
  * lasts (0: done); past it, or before the connection is open, with req given, it is
  * queued by reference and req completes when it is written (1: pending). */
 int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_request *req);
+/* lock: point a STREAM item at its lane's next fragment; 0 when it has none left. */
+int coc__stream_next(coc_engine *e, coc__item *it);
 void coc__conn_reap(coc_engine *e);                                 /* plock + lock: free dead ones */
 int coc__conn_parse(coc__conn *c);                                  /* plock: parse buffered bytes */
 int coc__conn_unpause(coc__conn *c);                                /* plock: retry a paused frame */
@@ -266,6 +280,7 @@ void coc__unexp_remove(coc_engine *e, coc__umsg *u);
 uint64_t coc__rdv_alloc(coc_engine *e, coc_request *r);
 coc_request *coc__rdv_lookup(coc_engine *e, uint64_t cookie);
 void coc__rdv_free(coc_engine *e, uint64_t cookie);
+int coc__rdv_spent(coc_engine *e, uint64_t cookie);
 
 /* protocol.c */
 int coc__frame_begin(coc__conn *c);    /* plock: a header addressed to us was decoded */
@@ -273,6 +288,7 @@ void coc__frame_end(coc__conn *c);     /* plock: its payload is complete */
 int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn); /* lock */
 void coc__lost_conn(coc_engine *e, coc__conn *c);                    /* lock */
 void coc__lost_id(coc_engine *e, uint32_t id, int error);            /* lock */
+void coc__stream_failed(coc_engine *e, coc_request *s, uint64_t rcookie); /* lock */
 int coc__probe_locked(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st);
 void coc__request_release(coc_engine *e, coc_request *r);            /* lock: unlink, free */
 

@@ -2,6 +2,11 @@
  * forward.c — gateway mode: frames addressed to another endpoint go on to the next hop
  * by their header alone.
  *
+ * Next hop by size class (coc.h): DATA frames are striped over the large route's hops by
+ * weight (smooth weighted round-robin by bytes, state per destination); every other frame
+ * takes the small route's hop for its (source, destination) pair, so envelopes stay in
+ * order.
+ *
  * Cut-through: as soon as a header is decoded, a page-aligned buffer for the whole frame
  * (at most 64 B + fragment) is queued on the outgoing connection and the header is
  * written; payload bytes are read straight into that buffer and written on as they
@@ -107,6 +112,18 @@ static void error_back(coc_engine *e, coc__conn *in, const coc__hdr *h, int code
     coc__send_ctrl(e, &eh, in ? in->key : 0);
 }
 
+/* A DATA frame is placed by offset at its receiver, so it may take any hop of the large
+ * route: stripe over them by bytes, never back where it came from. */
+static uint32_t next_data_hop(coc__route *large, uint32_t len, uint32_t from)
+{
+    for (size_t tries = 0; tries < 2 * large->n; tries++) {
+        uint32_t hop = large->hops[coc__route_stripe(large, len)];
+        if (hop != from)
+            return hop;
+    }
+    return from; /* only the way back: dropped and reported as no route */
+}
+
 int coc__forward_begin(coc__conn *c)
 {
     coc_engine *e = c->e;
@@ -117,7 +134,9 @@ int coc__forward_begin(coc__conn *c)
     c->rfwd = NULL;
     c->rfwd_out = NULL;
     coc__dest *d = coc__map_get(&e->dests, h->dest);
-    uint32_t hop = d ? coc__route_pick(&d->route, h->source, h->dest) : 0;
+    uint32_t hop = !d ? 0
+                   : h->type == COC__DATA ? next_data_hop(&d->route[COC_CLASS_LARGE], h->len, c->peer_id)
+                   : coc__route_pick(&d->route[COC_CLASS_SMALL], h->source, h->dest);
     coc__conn *out = d && hop != c->peer_id ? coc__conn_to(e, hop, &rc) : NULL;
     if (!out) {
         error_back(e, c, h, rc == COC_ENOROUTE ? COC_ENOROUTE : COC_EPEERLOST);

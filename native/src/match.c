@@ -134,3 +134,12 @@ void coc__rdv_free(coc_engine *e, uint64_t cookie)
         e->rdv_gen[i]++;
     }
 }
+
+/* Was cookie a real handle, since spent (its request completed)? A late fragment of a
+ * striped transfer that already failed carries one (the payload is then dropped). */
+int coc__rdv_spent(coc_engine *e, uint64_t cookie)
+{
+    uint64_t slot = (cookie & 0xffffffffu);
+    return slot != 0 && slot <= e->rdv_cap && (uint32_t)(cookie >> 32) != 0 &&
+           (uint32_t)(cookie >> 32) < e->rdv_gen[slot - 1];
+}

@@ -10,6 +10,12 @@
  * sender streams DATA frames of <= fragment_size straight from the user's buffer into
  * the user's receive buffer. An unmatched large message costs the receiver only its
  * envelope.
+ *
+ * Size classes (coc.h): EAGER, RTS, CTS, ERROR and BYE take the small route, one hop per
+ * (source, destination) pair, so envelopes arrive in sending order; DATA takes the large
+ * route, its fragments dealt over all of its hops by weight (striping). The receiver
+ * places each fragment by (handle, offset) whatever connection brought it, and the
+ * transfer completes when all bytes arrived.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -66,7 +72,7 @@ int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn)
     coc__conn *c = NULL;
     int rc = COC_ENOROUTE;
     if (d)
-        c = coc__conn_to(e, coc__route_pick(&d->route, e->self, h->dest), &rc);
+        c = coc__conn_to(e, coc__route_pick(&d->route[COC_CLASS_SMALL], e->self, h->dest), &rc);
     if (!c)
         c = coc__conn_get(e, fallback_conn);
     if (!c || c->state == COC__CS_DEAD)
@@ -149,7 +155,7 @@ int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const
         rc = COC_ENOROUTE;
         goto out;
     }
-    coc__conn *c = coc__conn_to(e, coc__route_pick(&d->route, e->self, dest), &rc);
+    coc__conn *c = coc__conn_to(e, coc__route_pick(&d->route[COC_CLASS_SMALL], e->self, dest), &rc);
     if (!c)
         goto out;
     coc__hdr h = {.context = context, .source = e->self, .dest = dest, .tag = tag, .seq = d->seq++};
@@ -248,9 +254,26 @@ static int bad(coc__conn *c, const char *why)
     return COC_EPROTO;
 }
 
+/* Deal a transfer's fragments over the hops of the large route towards dest: lane[i] is
+ * the index (into hops[]) of the hop that carries fragment i. NULL without memory. */
+static coc__stripe *stripe_plan(coc_engine *e, coc__route *large, uint64_t total)
+{
+    uint64_t frag = e->cfg.fragment_size;
+    uint64_t nfrag = (total + frag - 1) / frag;
+    coc__stripe *sp = malloc(sizeof *sp + nfrag);
+    if (!sp)
+        return NULL;
+    sp->refs = 0;
+    sp->nfrag = nfrag;
+    for (uint64_t i = 0; i < nfrag; i++)
+        sp->lane[i] = (uint8_t)coc__route_stripe(large, i + 1 < nfrag ? frag : total - i * frag);
+    return sp;
+}
+
+/* A CTS came for send s: stream its bytes, one STREAM item per hop of the large route
+ * that carries any of its fragments. */
 static int start_stream(coc_engine *e, coc_request *s, const coc__hdr *cts)
 {
-    coc__conn *out = coc__conn_get(e, s->conn_key);
     coc__rdv_free(e, s->cookie); /* one CTS per send: the handle is spent */
     s->cookie = 0;
     if (cts->total == 0) {
@@ -258,32 +281,54 @@ static int start_stream(coc_engine *e, coc_request *s, const coc__hdr *cts)
         coc__complete(e, s, 0);
         return 0;
     }
-    if (!out || out->state == COC__CS_DEAD) {
-        coc__complete(e, s, COC_EPEERLOST);
+    coc__dest *d = coc__map_get(&e->dests, (uint32_t)s->peer);
+    if (!d) {
+        coc__complete(e, s, COC_ENOROUTE);
         return 0;
     }
-    coc__item *it = calloc(1, sizeof *it);
-    if (!it)
+    coc__route *large = &d->route[COC_CLASS_LARGE];
+    coc__stripe *sp = stripe_plan(e, large, cts->total);
+    if (!sp)
         return -ENOMEM;
-    it->kind = COC__IT_STREAM;
-    it->req = s;
-    it->sh = (coc__hdr){.type = COC__DATA, .context = s->context, .source = e->self,
-                        .dest = (uint32_t)s->peer, .tag = s->tag, .total = cts->total,
-                        .rcookie = cts->rcookie};
-    it->send = cts->total;
-    s->busy = 1; /* until the stream ends: a failure must not free the buffer under it */
-    /* first frame header, as frame_written builds the following ones */
-    uint64_t n = cts->total < e->cfg.fragment_size ? cts->total : e->cfg.fragment_size;
-    it->sh.len = (uint32_t)n;
-    coc__hdr_encode(&it->sh, it->hdr);
-    it->data = s->sbuf;
-    it->len = n;
-    it->spos = n;
-    e->stats.frames_sent++;
-    e->stats.bytes_sent += n;
-    coc__conn_push(out, it);
+    coc__conn *out[COC__ROUTE_MAX_HOPS] = {0};
+    coc__item *items[COC__ROUTE_MAX_HOPS];
+    size_t lanes = 0;
+    for (uint64_t i = 0; i < sp->nfrag; i++) {
+        uint8_t k = sp->lane[i];
+        if (out[k])
+            continue;
+        int rc;
+        out[k] = coc__conn_to(e, large->hops[k], &rc);
+        items[lanes] = out[k] && out[k]->state != COC__CS_DEAD ? calloc(1, sizeof(coc__item)) : NULL;
+        if (!items[lanes]) {
+            while (lanes)
+                free(items[--lanes]);
+            free(sp);
+            if (out[k] && out[k]->state != COC__CS_DEAD)
+                return -ENOMEM;
+            coc__stream_failed(e, s, cts->rcookie);
+            coc__complete(e, s, COC_EPEERLOST);
+            return 0;
+        }
+        items[lanes++]->lane = k;
+    }
+    sp->refs = lanes;
+    s->busy = (uint8_t)lanes; /* until every lane ends: a failure must not free the buffer */
+    for (size_t j = 0; j < lanes; j++) {
+        coc__item *it = items[j];
+        it->kind = COC__IT_STREAM;
+        it->req = s;
+        it->stripe = sp;
+        it->sh = (coc__hdr){.type = COC__DATA, .context = s->context, .source = e->self,
+                            .dest = (uint32_t)s->peer, .tag = s->tag, .total = cts->total,
+                            .rcookie = cts->rcookie};
+        coc__stream_next(e, it); /* its first frame; frame_written builds the others */
+        coc__conn_push(out[it->lane], it);
+    }
     return 0;
 }
+
+static void fail(coc_engine *e, coc_request *r, int32_t source, int error);
 
 int coc__frame_begin(coc__conn *c)
 {
@@ -346,18 +391,29 @@ int coc__frame_begin(coc__conn *c)
         break;
     case COC__DATA:
         r = coc__rdv_lookup(e, h->rcookie);
+        if (!r && coc__rdv_spent(e, h->rcookie))
+            break; /* its receive already failed (a stripe's path died): read and drop */
         if (!r || r->kind != COC__RECV || r->phase != COC__RDV || (uint32_t)r->st.source != h->source ||
             h->total != r->want) {
             rc = bad(c, "data fragment for no pending receive");
             break;
         }
-        r->busy = 1;
+        r->busy++; /* stripes: several connections may be mid-fragment into it */
         c->rreq = r;
         c->sink = r->rbuf + h->offset;
         c->sink_cap = h->len;
         break;
     case COC__ERROR:
-        coc__lost_id(e, h->source, h->tag);
+        if (!h->rcookie) {
+            coc__lost_id(e, h->source, h->tag);
+            break;
+        }
+        r = coc__rdv_lookup(e, h->rcookie); /* one transfer failed at its sender */
+        if (r && r->kind == COC__RECV && r->phase == COC__RDV && (uint32_t)r->st.source == h->source) {
+            coc__log(e, "endpoint %u could not send the bytes of a message (tag %d): a path of its "
+                     "large route is lost", h->source, r->st.tag);
+            fail(e, r, r->st.source, COC_EPEERLOST);
+        }
         break;
     case COC__BYE:
         c->bye = 1;
@@ -377,12 +433,13 @@ void coc__frame_end(coc__conn *c)
     pthread_mutex_lock(&e->lock);
     c->rreq = NULL;
     if (r) {
-        r->busy = 0;
+        r->busy--;
         if (h->type == COC__DATA)
             r->got += h->len;
-        if (r->doomed)
-            coc__complete(e, r, r->doomed);
-        else if (h->type == COC__EAGER || r->got == r->want)
+        if (r->doomed) {
+            if (!r->busy)
+                coc__complete(e, r, r->doomed);
+        } else if (h->type == COC__EAGER || r->got == r->want)
             coc__complete(e, r, r->st.count > r->len ? COC_ETRUNC : 0);
     } else if (c->rumsg) {
         coc__umsg *u = c->rumsg;
@@ -413,6 +470,13 @@ static void fail(coc_engine *e, coc_request *r, int32_t source, int error)
         coc__complete(e, r, error);
 }
 
+void coc__stream_failed(coc_engine *e, coc_request *s, uint64_t rcookie)
+{
+    coc__hdr h = {.type = COC__ERROR, .source = e->self, .dest = (uint32_t)s->peer,
+                  .tag = COC_EPEERLOST, .rcookie = rcookie};
+    coc__send_ctrl(e, &h, 0); /* on the small route; if that is gone too, so is the receiver's */
+}
+
 static void drop_envelopes(coc_engine *e, uint64_t conn_key, int64_t source)
 {
     for (coc__umsg *u = e->unexp_head, *next; u; u = next) {
@@ -424,11 +488,17 @@ static void drop_envelopes(coc_engine *e, uint64_t conn_key, int64_t source)
     }
 }
 
-/* Does our route towards `src` leave through `hop`? (Then its messages come that way too.) */
-static int via(coc_engine *e, uint32_t src, uint32_t hop)
+/* Does our route towards `src` leave through `hop`? (Then its messages come that way too:
+ * routes are symmetric.) Envelopes take the small route's hop of the pair; rendezvous
+ * bytes (data = 1) any hop of the large route. */
+static int via(coc_engine *e, uint32_t src, uint32_t hop, int data)
 {
     coc__dest *d = coc__map_get(&e->dests, src);
-    return d && coc__route_pick(&d->route, e->self, src) == hop;
+    if (!d)
+        return 0;
+    if (data)
+        return src == hop || coc__route_has(&d->route[COC_CLASS_LARGE], hop);
+    return coc__route_pick(&d->route[COC_CLASS_SMALL], e->self, src) == hop;
 }
 
 void coc__lost_conn(coc_engine *e, coc__conn *c)
@@ -444,17 +514,19 @@ void coc__lost_conn(coc_engine *e, coc__conn *c)
         if (atomic_load(&r->state) == COC__REQ_DONE)
             continue;
         if (r == c->rreq) {
-            r->busy = 0;
-            coc__complete(e, r, COC_EPEERLOST);
+            r->busy--;
+            fail(e, r, r->st.source, COC_EPEERLOST);
         } else if (r->kind == COC__SEND) {
             if (r->conn_key == c->key)
                 fail(e, r, r->peer, COC_EPEERLOST);
         } else if (!c->authed) {
             continue; /* a stranger never fed a receive */
         } else if (r->phase == COC__POSTED) {
-            if (r->peer == COC_ANY_SOURCE ? crashed : ((uint32_t)r->peer == peer || via(e, r->peer, peer)))
+            if (r->peer == COC_ANY_SOURCE ? crashed : ((uint32_t)r->peer == peer || via(e, r->peer, peer, 0)))
                 fail(e, r, r->peer == COC_ANY_SOURCE ? (int32_t)peer : r->peer, COC_EPEERLOST);
-        } else if (r->conn_key == c->key) {
+        } else if (r->conn_key == c->key ||
+                   (r->phase == COC__RDV && via(e, (uint32_t)r->st.source, peer, 1))) {
+            /* its bytes were coming on c, or may be (striped over the large route) */
             fail(e, r, r->st.source, COC_EPEERLOST);
         }
     }

@@ -1,8 +1,9 @@
-/* route.c — id maps and weighted, order-keeping next-hop choice (see route.h). */
+/* route.c — id maps, weighted order-keeping next-hop choice and striping (see route.h). */
 #include "route.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "coc/coc.h"
 
@@ -92,6 +93,7 @@ int coc__route_make(coc__route *r, const uint32_t *hops, const uint32_t *weights
     if (sum == 0)
         return COC_EINVAL;
     r->n = n;
+    memset(r->credit, 0, sizeof r->credit);
     return 0;
 }
 
@@ -113,4 +115,30 @@ uint32_t coc__route_pick(const coc__route *r, uint32_t source, uint32_t dest)
     while (r->cumulative[i] <= point)
         i++;
     return r->hops[i];
+}
+
+/* Weights are below 2^32 and at most 64 of them, so their sum is below 2^38; fragments
+ * are at most 2^24 bytes: every credit stays within +-2^62. */
+size_t coc__route_stripe(coc__route *r, uint64_t bytes)
+{
+    if (r->n == 1)
+        return 0;
+    size_t best = 0;
+    uint64_t below = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        r->credit[i] += (int64_t)((r->cumulative[i] - below) * bytes);
+        below = r->cumulative[i];
+        if (r->credit[i] > r->credit[best])
+            best = i;
+    }
+    r->credit[best] -= (int64_t)(r->cumulative[r->n - 1] * bytes);
+    return best;
+}
+
+int coc__route_has(const coc__route *r, uint32_t hop)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->hops[i] == hop)
+            return 1;
+    return 0;
 }

@@ -113,7 +113,9 @@ int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **wh
     case COC__ERROR:
         if (h->tag != COC_EPEERLOST && h->tag != COC_ENOROUTE)
             BAD("unknown error code in error frame");
-        if (h->len || h->offset || h->total || h->scookie || h->rcookie || h->context)
+        /* rcookie set: only that rendezvous transfer failed at its sender */
+        if (h->len || h->offset || h->total || h->scookie || h->context ||
+            (h->rcookie && h->tag != COC_EPEERLOST))
             BAD("malformed error frame");
         break;
     case COC__BYE:

@@ -20,7 +20,8 @@ enum coc__frame_type {
     COC__RTS = 2,   /* rendezvous: request to send (envelope only) */
     COC__CTS = 3,   /* rendezvous: clear to send, from the receiver */
     COC__DATA = 4,  /* rendezvous: one fragment of the payload */
-    COC__ERROR = 5, /* a gateway reports that `source` became unreachable */
+    COC__ERROR = 5, /* a gateway reports that `source` became unreachable; with rcookie:
+                       `source` reports that the transfer to that handle failed */
     COC__BYE = 6,   /* orderly close of the connection's sender */
     COC__TYPE_LAST
 };

@@ -1,5 +1,6 @@
-/* test_forward.c — gateway engines: one hop, two hops in a row, and two gateways sharing
- * load while every (source, destination) stream stays in order. */
+/* test_forward.c — gateway engines: one hop, two hops in a row, two gateways sharing
+ * load while every (source, destination) stream stays in order, and size classes: small
+ * messages direct, large ones' bytes striped over two gateways by weight. */
 #include <stdlib.h>
 
 #include "engines.h"
@@ -212,10 +213,62 @@ static void concurrent_streams(void)
     coc_engine_close(g);
 }
 
+/* 1 -> 5: small class direct, large class striped 2:1 over gateways 10 and 11 (the
+ * way back for CTS is direct too). The gateways carry exactly the DATA bytes, 2:1. */
+static void size_classes(void)
+{
+    enum { FRAG = 16384 };
+    coc_engine *src = t_open(1, 0, 1, FRAG, FRAG, 0), *dst = t_open(5, 0, 1, FRAG, FRAG, 0);
+    coc_engine *g[2] = {t_open(10, COC_ENGINE_FORWARD, 1, 0, 0, 0), t_open(11, COC_ENGINE_FORWARD, 1, 0, 0, 0)};
+    uint32_t hops[2] = {10, 11}, w[2] = {2, 1}, five = 5, one = 1;
+    t_know(src, 5, dst, 1);
+    t_know(dst, 1, src, 1);
+    for (int k = 0; k < 2; k++) {
+        t_know(src, hops[k], g[k], 1);
+        t_know(g[k], 5, dst, 1);
+        t_route(g[k], 5, 5);
+    }
+    CHECK(coc_engine_set_route_class(src, 5, 2, &five, NULL, 1) == COC_EINVAL);
+    CHECK(coc_engine_set_route_class(src, 5, -1, &five, NULL, 1) == COC_EINVAL);
+    CHECK_RC(coc_engine_set_route_class(src, 5, COC_CLASS_SMALL, &five, NULL, 1));
+    CHECK_RC(coc_engine_set_route_class(src, 5, COC_CLASS_LARGE, hops, w, 2));
+    CHECK_RC(coc_engine_set_route(dst, 1, &one, NULL, 1));
+    size_t sizes[] = {10, FRAG, FRAG + 1, 30 * FRAG + 7, 5, 3 * FRAG}, large = 0;
+    uint8_t *out = malloc(64 * FRAG), *in = malloc(64 * FRAG);
+    for (size_t i = 0; i < 64 * FRAG; i++)
+        out[i] = (uint8_t)(i * 131 + (i >> 12));
+    for (size_t m = 0; m < sizeof sizes / sizeof sizes[0]; m++) {
+        coc_request *s, *r;
+        memset(in, 0, sizes[m]);
+        CHECK_RC(coc_irecv(dst, 1, 0, (int32_t)m, in, 64 * FRAG, &r));
+        CHECK_RC(coc_isend(src, 5, 0, (int32_t)m, out, sizes[m], &s));
+        coc_status st = t_wait(r);
+        CHECK(st.error == 0 && st.count == sizes[m] && memcmp(in, out, sizes[m]) == 0);
+        CHECK(t_wait(s).error == 0);
+        coc_request_free(s);
+        coc_request_free(r);
+        if (sizes[m] > FRAG)
+            large += sizes[m];
+    }
+    coc_stats a, b;
+    CHECK_RC(coc_engine_stats(g[0], &a));
+    CHECK_RC(coc_engine_stats(g[1], &b));
+    CHECK(a.bytes_forwarded + b.bytes_forwarded == large);
+    CHECK(a.bytes_forwarded <= 2 * b.bytes_forwarded + 2 * FRAG &&
+          2 * b.bytes_forwarded <= a.bytes_forwarded + 2 * FRAG);
+    free(out);
+    free(in);
+    coc_engine_close(src);
+    coc_engine_close(dst);
+    coc_engine_close(g[0]);
+    coc_engine_close(g[1]);
+}
+
 int main(void)
 {
     one_and_two_hops();
     shared_load();
+    size_classes();
     concurrent_streams();
     CHECK_DONE();
 }

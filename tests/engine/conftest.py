@@ -44,9 +44,13 @@ class Peer:
         return msg
 
     def connect(self, peers, routes):
-        """Give the child its peers ``{id: address}`` and routes ``{dest: [hops]}`` or
-        ``{dest: ([hops], [weights])}``; return once they are set."""
-        routes = {d: (r if isinstance(r, tuple) else (r, None)) for d, r in routes.items()}
+        """Give the child its peers ``{id: address}`` and routes ``{dest: [hops]}``,
+        ``{dest: ([hops], [weights])}`` or route table documents (``{dest: {"small":
+        [[hop, weight], ...], "large": [...]}}``, see coc.routes); return once set."""
+        routes = {d: (r if isinstance(r, dict)
+                      else list(zip(*r)) if isinstance(r, tuple) and r[1] is not None
+                      else [[h, 1] for h in (r[0] if isinstance(r, tuple) else r)])
+                  for d, r in routes.items()}
         self.conn.send((peers, routes))
         assert self.recv() == "ready"
 

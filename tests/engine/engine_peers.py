@@ -12,6 +12,7 @@ import traceback
 import numpy as np
 
 from coc._native import engine
+from coc.routes import apply_routes, parse_routes
 
 TIMEOUT = 30.0
 SECRET = bytes(range(32))  # the job secret every test endpoint shares
@@ -29,8 +30,7 @@ def run(conn, self_id, secret, engine_kwargs, scenario, args, hold):
             peers, routes = conn.recv()
             for pid, address in peers.items():
                 eng.add_peer(pid, address)
-            for dest, (hops, weights) in routes.items():
-                eng.set_route(dest, hops, weights)
+            apply_routes(eng, parse_routes(routes))
             conn.send("ready")
             conn.send(("ok", globals()[scenario](eng, conn, **args)))
             if hold and conn.poll(TIMEOUT * 4):
@@ -149,3 +149,25 @@ def wait_forever(eng, conn, how):
     except KeyboardInterrupt:
         return time.monotonic()
     return None
+
+
+def random_bytes(size, seed):
+    """``size`` bytes that differ at every position (a misplaced fragment shows)."""
+    return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
+
+
+def recv_digest(eng, conn, source, sizes, connect=()):
+    """Connect to the ``connect`` hops, receive one message per size from ``source``;
+    return per message its SHA-256 and count, or the error's class name."""
+    import hashlib
+    for hop in connect:
+        eng.connect(hop)
+    out = []
+    for size in sizes:
+        buf = np.empty(size, dtype=np.uint8)
+        try:
+            st = eng.irecv(buf, source).wait(TIMEOUT)
+            out.append((hashlib.sha256(buf[:st.count]).hexdigest(), st.count))
+        except Exception as exc:  # the test asserts which
+            out.append(type(exc).__name__)
+    return out

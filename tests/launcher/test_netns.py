@@ -24,14 +24,14 @@ PAIR = textwrap.dedent("""
     import json, os
     from coc._native import engine
     from coc.launcher.rankside import credentials, rendezvous
+    from coc.routes import apply_routes
     me = credentials()
     with engine.Engine(me["self_id"], me["secret"],
                        listen_host=os.environ["COC_LISTEN_HOST"]) as eng:
         info = rendezvous(eng.address)
         for peer, address in info["peers"].items():
             eng.add_peer(peer, address)
-        for dest, hops in info["routes"].items():
-            eng.set_route(dest, [h for h, _ in hops], [w for _, w in hops])
+        apply_routes(eng, info["routes"])
         rank, last, buf = me["rank"], me["size"] - 1, bytearray(64)
         if rank == 0:
             eng.isend(b"a1 to b1", last, tag=1).wait(timeout=10)

@@ -89,5 +89,5 @@ def test_credentials_come_first_then_the_rendezvous_answer_with_integer_ids():
     ours.close()
     assert info["secret"] == bytes.fromhex("ab" * 16) and info["self_id"] == 1
     assert info["peers"] == {0: "tcp://a"}
-    assert info["routes"] == {0: [(2, 1000)]}
+    assert info["routes"] == {0: {"small": [(2, 1000)], "large": [(2, 1000)]}}
     assert info["placement"] == [("a", "a1"), ("b", "b1")]

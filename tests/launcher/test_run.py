@@ -98,7 +98,7 @@ def test_rendezvous_hands_out_secret_peers_and_routes(coc_run):
     for a in answers:
         assert set(a["routes"]) == {str(r) for r in range(3) if r != a["rank"]}
     # ranks 0 and 1 share host a1: their route to each other is direct
-    assert answers[0]["routes"]["1"] == [[1, 1]]
+    assert answers[0]["routes"]["1"] == {"small": [[1, 1]], "large": [[1, 1]]}
 
 
 def test_real_engines_pass_a_ring_message_across_sites_through_gateway_daemons(coc_run,
@@ -110,8 +110,10 @@ def test_real_engines_pass_a_ring_message_across_sites_through_gateway_daemons(c
     assert {r: a["got"] for r, a in answers.items()} == \
         {r: f"hello from {(r - 1) % 4}" for r in range(4)}
     # ranks 0, 1 on site a; 2, 3 on site b; a-gw is endpoint 4, b-gw endpoint 5
-    assert answers[1]["routes"] == {"0": [[0, 1]], "2": [[4, 1000]], "3": [[4, 1000]]}
-    assert answers[2]["routes"]["1"] == [[5, 1000]]
+    both = lambda hops: {"small": hops, "large": hops}  # noqa: E731 (one route, both classes)
+    assert answers[1]["routes"] == {"0": both([[0, 1]]), "2": both([[4, 1000]]),
+                                    "3": both([[4, 1000]])}
+    assert answers[2]["routes"]["1"] == both([[5, 1000]])
     # 1 -> 2 and 3 -> 0 cross sites: each gateway daemon forwarded exactly those two
     for gateway in ("a-gw", "b-gw"):
         final = json.loads((out / f"gateway.{gateway}.stdout").read_text())

@@ -135,12 +135,34 @@ int coc_engine_add_peer(coc_engine *e, uint32_t id, const char *address);
 /*
  * Set the route to endpoint `dest`: n next hops with relative weights (n >= 1). A hop equal
  * to `dest` means "directly". Several hops share load in proportion to their weights while
- * keeping every (source, destination, context) stream in order. Replaces an earlier route.
+ * keeping every (source, destination, context) stream in order (see the size classes
+ * below: envelopes take one hop per pair, bulk bytes are striped over all hops).
+ * Replaces an earlier route, for both size classes.
  * Sending to an id with no route fails with COC_ENOROUTE: the engine never connects to a
  * host the route table does not name (reachability enforcement).
  */
 int coc_engine_set_route(coc_engine *e, uint32_t dest, const uint32_t *hops,
                          const uint32_t *weights, size_t n);
+
+/*
+ * Routes by message size class (added after 0.1.0). A frame's size class is LARGE for the
+ * DATA frames of a rendezvous transfer (the bytes of a message above eager_limit) and
+ * SMALL for everything else: eager messages, the envelopes and replies of rendezvous
+ * (RTS, CTS), error reports and closes. Every engine, rank or gateway, applies the rule.
+ *   SMALL frames of one (source, destination) pair always take one hop of the small
+ *   route (chosen by hash), so envelopes are matched in sending order.
+ *   LARGE frames are placed by (receive handle, offset): they are striped fragment by
+ *   fragment over all hops of the large route in proportion to the weights.
+ * So MPI's non-overtaking order holds across classes: a message's envelope always travels
+ * the small route, only its bytes may take another.
+ * coc_engine_set_route_class sets one class's route to `dest` (same arguments as
+ * coc_engine_set_route, which sets both). The first route set for a destination applies
+ * to both classes until the other one is set. COC_EINVAL for another size_class.
+ */
+#define COC_CLASS_SMALL 0
+#define COC_CLASS_LARGE 1
+int coc_engine_set_route_class(coc_engine *e, uint32_t dest, int size_class,
+                               const uint32_t *hops, const uint32_t *weights, size_t n);
 
 /*
  * Connect to next hop `hop` now rather than when traffic first needs it (added after

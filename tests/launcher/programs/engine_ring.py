@@ -4,14 +4,14 @@ import json
 
 from coc._native import engine
 from coc.launcher.rankside import credentials, rendezvous
+from coc.routes import apply_routes
 
 me = credentials()
 with engine.Engine(me["self_id"], me["secret"], listen_host="127.0.0.1") as eng:
     info = rendezvous(eng.address)
     for peer, address in info["peers"].items():
         eng.add_peer(peer, address)
-    for dest, hops in info["routes"].items():
-        eng.set_route(dest, [hop for hop, _ in hops], [weight for _, weight in hops])
+    apply_routes(eng, info["routes"])
     rank, size = me["rank"], me["size"]
     buf = bytearray(64)
     received = eng.irecv(buf, source=(rank - 1) % size, tag=7)

@@ -1,0 +1,102 @@
+"""Route table documents: the form the plan hands out, checked, and applied to an engine.
+
+A route table maps each destination endpoint id to its next hops with weights. The plan
+hands it to ranks (the rendezvous answer's ``routes``) and to gateway daemons (their
+config's ``routes``) as JSON, in one of two forms per destination:
+
+- ``[[hop, weight], ...]`` — one route for every message size;
+- ``{"small": [[hop, weight], ...], "large": [[hop, weight], ...]}`` — the engine's two
+  size classes apart: ``small`` carries eager messages and every envelope (one hop per
+  pair, so messages stay in order), ``large`` the bytes of rendezvous messages (striped
+  over all of its hops by weight). See docs/engine.md "Routes by size class".
+
+:func:`parse_routes` turns either into ``{dest: {"small": [(hop, weight), ...], "large":
+[...]}}``; :func:`apply_routes` sets that on an engine; :func:`next_hops` lists the hops.
+"""
+
+__all__ = ["SIZE_CLASSES", "parse_routes", "apply_routes", "next_hops"]
+
+SIZE_CLASSES = ("small", "large")
+
+
+def _pairs(hops, what):
+    """Return ``hops`` (``[[hop, weight], ...]``) as a non-empty list of int pairs."""
+    try:
+        pairs = [(int(hop), int(weight)) for hop, weight in hops]
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a list of [hop, weight] pairs, not {hops!r}") from None
+    if not pairs:
+        raise ValueError(f"{what} has no hops")
+    if any(weight < 0 for _, weight in pairs) or not any(weight for _, weight in pairs):
+        raise ValueError(f"{what} needs weights >= 0, not all zero, got {hops!r}")
+    return pairs
+
+
+def parse_routes(routes, where="route table"):
+    """Check a route table document and return it with both size classes spelled out.
+
+    Parameters
+    ----------
+    routes : dict
+        ``{dest: [[hop, weight], ...]}`` or ``{dest: {"small": [...], "large": [...]}}``
+        per destination (keys may be JSON strings).
+    where : str
+        What the table is, for error messages (e.g. ``"gateway config"``).
+
+    Returns
+    -------
+    dict
+        ``{dest: {"small": [(hop, weight), ...], "large": [(hop, weight), ...]}}``.
+
+    Raises
+    ------
+    ValueError
+        Naming the destination and what is wrong with its entry.
+
+    Examples
+    --------
+    >>> parse_routes({"5": [[10, 3], [11, 1]]})
+    {5: {'small': [(10, 3), (11, 1)], 'large': [(10, 3), (11, 1)]}}
+    >>> parse_routes({5: {"small": [[5, 1]], "large": [[10, 2], [11, 1]]}})[5]["large"]
+    [(10, 2), (11, 1)]
+    """
+    if not isinstance(routes, dict):
+        raise ValueError(f"{where}: 'routes' must be an object of endpoint id -> hops, "
+                         f"not {type(routes).__name__}")
+    parsed = {}
+    for key, hops in routes.items():
+        try:
+            dest = int(key)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: route key {key!r} is not an endpoint id") from None
+        what = f"{where}: route to {dest}"
+        if isinstance(hops, dict):
+            if set(hops) != set(SIZE_CLASSES):
+                raise ValueError(f"{what} must name exactly the size classes "
+                                 f"{list(SIZE_CLASSES)}, got {sorted(hops)}")
+            parsed[dest] = {cls: _pairs(hops[cls], f"{what} ({cls} messages)")
+                            for cls in SIZE_CLASSES}
+        else:
+            pairs = _pairs(hops, what)
+            parsed[dest] = {cls: list(pairs) for cls in SIZE_CLASSES}
+    return parsed
+
+
+def apply_routes(eng, routes):
+    """Set the parsed ``routes`` on engine ``eng`` (one call per destination when the
+    classes agree, else one per class)."""
+    for dest, classes in routes.items():
+        small, large = classes["small"], classes["large"]
+        if small == large:
+            eng.set_route(dest, [h for h, _ in small], [w for _, w in small])
+            continue
+        for cls in SIZE_CLASSES:
+            eng.set_route(dest, [h for h, _ in classes[cls]], [w for _, w in classes[cls]],
+                          size_class=cls)
+
+
+def next_hops(routes):
+    """Return the sorted next hops of the parsed ``routes`` that are not the destination
+    itself (the gateways this endpoint sends through), over both size classes."""
+    return sorted({hop for dest, classes in routes.items() for cls in SIZE_CLASSES
+                   for hop, _ in classes[cls] if hop != dest})
