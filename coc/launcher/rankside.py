@@ -21,6 +21,7 @@ import subprocess
 
 from coc.errors import LaunchError, ProtocolError
 from coc.launcher import protocol
+from coc.launcher.latency import delay_table
 from coc.routes import parse_routes
 
 __all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "shepherd"]
@@ -118,8 +119,8 @@ def rendezvous(address, environ=None):
         other rank and gateway daemon), ``routes`` ({destination endpoint id: {"small":
         [(next hop endpoint id, weight), ...], "large": [...]}} as
         :func:`coc.routes.parse_routes` gives; a hop equal to the destination means
-        "directly") and
-        ``placement`` ([(site, host)] of every rank, indexed by rank).
+        "directly"), ``placement`` ([(site, host)] of every rank, indexed by rank) and
+        ``delays`` ({next hop endpoint id: seconds} of emulated latency).
 
     Raises
     ------
@@ -141,6 +142,10 @@ def rendezvous(address, environ=None):
     except ValueError as exc:
         raise LaunchError(str(exc), rank=info["rank"]) from None
     info["placement"] = [tuple(where) for where in answer["placement"]]
+    try:
+        info["delays"] = delay_table(answer.get("delays", {}), "rendezvous answer")
+    except ValueError as exc:
+        raise LaunchError(str(exc), rank=info["rank"]) from None
     return info
 
 

@@ -252,7 +252,7 @@ class Direct:
     >>> from coc.topology import load
     >>> G = load("chemnitz-2003")
     >>> Direct(G, "1MiB").network("athlon1", "xeon8"), Direct(G).network("athlon1", "xeon3")
-    ('myrinet', 'xeon-gbe')
+    ('myrinet', 'admin')
     """
 
     def __init__(self, G, size=0):
