@@ -1,7 +1,7 @@
 """``coc bench verify TOPOLOGY``: the model's predicted times against a job on the testbed.
 
 For every ordered pair of sites and each size class, ``coc-run --testbed`` starts one rank on
-the first compute host of each site, and the first rank measures a ping-pong with the
+the first compute host of each site (a topology of one site: its first and last host), and the first rank measures a ping-pong with the
 second: half the round trip of a message of that size, the one-way time the model predicts
 with :func:`coc.topology.route` (the route's networks and gateways, latency emulated as
 ``coc-run`` does under ``--testbed``). The table shows both and their ratio. The ranks also
@@ -12,6 +12,7 @@ The same module is the rank program: ``coc-run ... -m coc.bench.verify --rank SI
 """
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -104,13 +105,21 @@ def measure(topology, testbed, src, dst, size, reps, delays=(), timeout=_TIMEOUT
         return ranks, gateways
 
 
-def _first_hosts(G):
+def _pairs(G):
+    """Return the ordered host pairs to measure: the first host of each site, both ways.
+
+    A topology of one site gives its first and last host instead (across its networks).
+    """
     from coc import topology
 
-    first = {}
+    first, last = {}, {}
     for host in topology.placement_slots(G):
         first.setdefault(G.nodes[host]["site"], host)
-    return first
+        last[G.nodes[host]["site"]] = host
+    if len(first) == 1:
+        (site,) = first
+        return [(first[site], last[site]), (last[site], first[site])]
+    return [(ha, hb) for a, ha in first.items() for b, hb in first.items() if a != b]
 
 
 def verify(topology, testbed, sizes=None, reps=20, delays=()):
@@ -125,23 +134,18 @@ def verify(topology, testbed, sizes=None, reps=20, delays=()):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TopologyWarning)
         G = override(topo.load(topology), parse_delays(delays))
-    first = _first_hosts(G)
     rows = []
-    for a, ha in first.items():
-        for b, hb in first.items():
-            if a == b:
-                continue
-            for label, size in sizes.items():
-                route = topo.route(G, ha, hb, size)
-                ranks, _ = measure(topology, testbed, ha, hb, size, reps, delays)
-                halves = ranks[0]["halves"]
-                q1, median, q3 = statistics.quantiles(halves, n=4) if len(halves) > 1 \
-                    else (halves[0],) * 3
-                rows.append({"from": ha, "to": hb, "class": label, "size": size,
-                             "route": " > ".join(route.hosts),
-                             "networks": "+".join("+".join(h.networks) for h in route.hops),
-                             "model": route.time, "median": median, "iqr": q3 - q1,
-                             "ratio": median / route.time if route.time else float("inf")})
+    for (ha, hb), (label, size) in itertools.product(_pairs(G), sizes.items()):
+        route = topo.route(G, ha, hb, size)
+        ranks, _ = measure(topology, testbed, ha, hb, size, reps, delays)
+        halves = ranks[0]["halves"]
+        q1, median, q3 = statistics.quantiles(halves, n=4) if len(halves) > 1 \
+            else (halves[0],) * 3
+        rows.append({"from": ha, "to": hb, "class": label, "size": size,
+                     "route": " > ".join(route.hosts),
+                     "networks": "+".join("+".join(h.networks) for h in route.hops),
+                     "model": route.time, "median": median, "iqr": q3 - q1,
+                     "ratio": median / route.time if route.time else float("inf")})
     return rows
 
 
@@ -153,7 +157,7 @@ def format_table(rows):
     for r in rows:
         lines.append(f"{r['from']:<8} {r['to']:<8} {r['class']:<5} "
                      f"{format_size(r['size']):>6} {format_time(r['model'], 3):>9} "
-                     f"{format_time(r['median'], 3):>9} {format_time(r['iqr'], 2):>8} "
+                     f"{format_time(r['median'], 3):>9} {format_time(r['iqr'], 3):>8} "
                      f"{r['ratio']:>6.2f}  {r['route']} ({r['networks']})")
     return "\n".join(lines) + "\n"
 
