@@ -85,7 +85,7 @@ def measure(topology, testbed, src, dst, size, reps, delays=(), timeout=_TIMEOUT
     """
     with tempfile.TemporaryDirectory(prefix="coc-verify-") as out:
         argv = [sys.executable, "-m", "coc.launcher.cli", "--topology", str(topology),
-                "--testbed", testbed, "--host", src, "--host", dst, "-n", "2",
+                "--testbed", testbed, "--host", f"{src}:1", "--host", f"{dst}:1", "-n", "2",
                 "--output-dir", out, *(f"--delay={d}" for d in delays),
                 "-m", "coc.bench.verify", "--rank", str(size), str(reps)]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
@@ -95,6 +95,9 @@ def measure(topology, testbed, src, dst, size, reps, delays=(), timeout=_TIMEOUT
                            f"{done.returncode}: {done.stderr.strip()[-2000:]}")
         ranks = [json.loads(open(os.path.join(out, f"rank.{r}.stdout")).read())
                  for r in range(2)]
+        if [r["host"] for r in ranks] != [src, dst]:
+            raise CocError(f"ranks ran on {ranks[0]['host']} and {ranks[1]['host']}, not on "
+                           f"{src} and {dst}")
         gateways = {}
         for name in os.listdir(out):
             if name.startswith("gateway.") and name.endswith(".stdout"):
