@@ -2,13 +2,14 @@
 
 For every ordered pair of sites and each size class, ``coc-run --testbed`` starts one rank on
 the first compute host of each site (a topology of one site: its first and last host), and the first rank measures a ping-pong with the
-second: half the round trip of a message of that size, the one-way time the model predicts
-with :func:`coc.topology.route` (the route's networks and gateways, latency emulated as
-``coc-run`` does under ``--testbed``). The table shows both and their ratio. The ranks also
+second: half the round trip of a message of that size, against the one-way time the model
+predicts with :func:`coc.topology.routing.message_time` (the route's networks and gateways,
+plus the rendezvous handshake above the eager limit; latency emulated as ``coc-run`` does
+under ``--testbed``). The table shows both and their ratio. The ranks also
 report the addresses of the TCP connections their host's namespace holds, so a test can see
 which network each hop used.
 
-The same module is the rank program: ``coc-run ... -m coc.bench.verify --rank SIZE REPS``.
+The same module is the rank program: ``coc-run ... -m coc.bench.verify --rank SIZE REPS SRC``.
 """
 
 import argparse
@@ -54,17 +55,18 @@ def tcp_connections():
     return sorted(set(found))
 
 
-def _rank_main(size, reps):
-    """Ping-pong between ranks 0 and 1; print one JSON line per rank (times, connections)."""
+def _rank_main(size, reps, src):
+    """Ping-pong between ranks 0 and 1, from the one on host ``src``; print one JSON line each."""
     import coc
 
     comm = coc.init()
     buf = bytearray(size)
     peer = 1 - comm.rank
+    pinger = os.environ.get("COC_HOST") == src
     halves = []
     for i in range(reps + 1):                           # the first round trip warms up
         start = time.perf_counter()
-        if comm.rank == 0:
+        if pinger:
             comm.Send(buf, peer, tag=1)
             comm.Recv(buf, source=peer, tag=2)
         else:
@@ -74,27 +76,28 @@ def _rank_main(size, reps):
             halves.append((time.perf_counter() - start) / 2)
     comm.barrier()
     print(json.dumps({"rank": comm.rank, "host": os.environ.get("COC_HOST"), "size": size,
-                      "halves": halves if comm.rank == 0 else None,
+                      "halves": halves if pinger else None,
                       "connections": tcp_connections()}), flush=True)
 
 
 def measure(topology, testbed, src, dst, size, reps, delays=(), timeout=_TIMEOUT):
     """Run the ping-pong between hosts ``src`` and ``dst`` under ``coc-run --testbed``.
 
-    Returns ``(rank outputs, gateway final stats by host)``.
+    Returns ``(rank outputs, gateway final stats by host)``; the outputs of the rank on
+    ``src`` (which measured) first.
     """
     with tempfile.TemporaryDirectory(prefix="coc-verify-") as out:
         argv = [sys.executable, "-m", "coc.launcher.cli", "--topology", str(topology),
                 "--testbed", testbed, "--host", f"{src}:1", "--host", f"{dst}:1", "-n", "2",
                 "--output-dir", out, *(f"--delay={d}" for d in delays),
-                "-m", "coc.bench.verify", "--rank", str(size), str(reps)]
+                "-m", "coc.bench.verify", "--rank", str(size), str(reps), src]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             raise CocError(f"coc-run {src} -> {dst} ({format_size(size)}) failed with "
                            f"{done.returncode}: {done.stderr.strip()[-2000:]}")
-        ranks = [json.loads(open(os.path.join(out, f"rank.{r}.stdout")).read())
-                 for r in range(2)]
+        ranks = sorted((json.loads(open(os.path.join(out, f"rank.{r}.stdout")).read())
+                        for r in range(2)), key=lambda r: r["host"] != src)
         if [r["host"] for r in ranks] != [src, dst]:
             raise CocError(f"ranks ran on {ranks[0]['host']} and {ranks[1]['host']}, not on "
                            f"{src} and {dst}")
@@ -132,6 +135,7 @@ def verify(topology, testbed, sizes=None, reps=20, delays=()):
     """
     from coc import topology as topo
     from coc.launcher.latency import override, parse_delays
+    from coc.topology.routing import message_time
 
     sizes = dict(SIZES if sizes is None else sizes)
     with warnings.catch_warnings():
@@ -140,6 +144,7 @@ def verify(topology, testbed, sizes=None, reps=20, delays=()):
     rows = []
     for (ha, hb), (label, size) in itertools.product(_pairs(G), sizes.items()):
         route = topo.route(G, ha, hb, size)
+        model = message_time(G, ha, hb, size)
         ranks, _ = measure(topology, testbed, ha, hb, size, reps, delays)
         halves = ranks[0]["halves"]
         q1, median, q3 = statistics.quantiles(halves, n=4) if len(halves) > 1 \
@@ -147,8 +152,8 @@ def verify(topology, testbed, sizes=None, reps=20, delays=()):
         rows.append({"from": ha, "to": hb, "class": label, "size": size,
                      "route": " > ".join(route.hosts),
                      "networks": "+".join("+".join(h.networks) for h in route.hops),
-                     "model": route.time, "median": median, "iqr": q3 - q1,
-                     "ratio": median / route.time if route.time else float("inf")})
+                     "model": model, "median": median, "iqr": q3 - q1,
+                     "ratio": median / model if model else float("inf")})
     return rows
 
 
@@ -202,6 +207,6 @@ def register(patterns):
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--rank"]:
-    _rank_main(int(sys.argv[2]), int(sys.argv[3]))
+    _rank_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
 elif __name__ == "__main__":
     argparse.ArgumentParser(prog="coc bench verify").error("run it as: coc bench verify")

@@ -8,13 +8,16 @@ from coc.errors import TopologyError
 from coc.topology.hostlist import natural_key
 from coc.topology.units import format_size, format_time
 
-__all__ = ["Hop", "Route", "Direct", "route", "route_cost", "DIRECT", "TIE", "FRAGMENT"]
+__all__ = ["Hop", "Route", "Direct", "route", "route_cost", "message_time", "DIRECT", "TIE",
+           "FRAGMENT", "EAGER_LIMIT"]
 
 DIRECT = None  # the "first hop" of a path that passes no gateway: straight to the destination
 TIE = 1e-12  # relative difference below which two path costs count as equal
 #: The unit of cut-through forwarding: the engine's default fragment (256 KiB). A gateway
 #: forwards a fragment as soon as it has it, so hops overlap in fragments of this size.
 FRAGMENT = 256 << 10
+#: The engine's default eager limit: larger messages go by rendezvous (RTS, CTS, then DATA).
+EAGER_LIMIT = 128 << 10
 #: The unit switches forward in (an Ethernet frame): inside one hop, networks joined by
 #: links pipeline the message in packets of this size, not in fragments.
 PACKET = 1500
@@ -405,3 +408,26 @@ def route_cost(G, hosts, size=0):
     if best is None:
         raise TopologyError(f"no direct steps join the hosts {' > '.join(hosts)}")
     return best
+
+
+def message_time(G, src, dst, size=0, eager_limit=EAGER_LIMIT):
+    """Return the predicted seconds for one message from ``src`` to ``dst``, protocol included.
+
+    A message up to ``eager_limit`` is sent at once: its route's time. A larger one goes by
+    rendezvous: its envelope (RTS) travels to the receiver and the clear-to-send (CTS) back,
+    both on the small-message route, before the bytes take the route for ``size``.
+
+    Examples
+    --------
+    >>> from coc.topology import load
+    >>> G = load("two-sites")
+    >>> round(message_time(G, "a1", "b1", "1MiB") / route(G, "a1", "b1", "1MiB").time, 3)
+    1.215
+    """
+    from coc.topology.units import parse_size
+
+    size = parse_size(size)
+    time = route(G, src, dst, size).time
+    if size > eager_limit:
+        time += route(G, src, dst).time + route(G, dst, src).time
+    return time

@@ -257,3 +257,14 @@ def test_route_tables_match_golden_files(topo, good, stem):
     # sort_keys=True) into tests/data/topology-good/<stem>.tables.json, and review the diff
     golden = json.loads(good(stem).with_suffix(".tables.json").read_text())
     assert json.loads(json.dumps(route_tables(topo(stem)).to_dict())) == golden
+
+
+def test_message_time_adds_the_rendezvous_handshake_above_the_eager_limit(topo):
+    from coc.topology.routing import EAGER_LIMIT, message_time
+
+    G = topo("two-sites-small")
+    assert message_time(G, "a1", "b2", EAGER_LIMIT) == route(G, "a1", "b2", EAGER_LIMIT).time
+    big = EAGER_LIMIT + 1
+    handshake = route(G, "a1", "b2").time + route(G, "b2", "a1").time   # RTS there, CTS back
+    assert message_time(G, "a1", "b2", big) == pytest.approx(
+        route(G, "a1", "b2", big).time + handshake)
