@@ -13,9 +13,8 @@ from functools import cached_property
 
 from coc import topology
 from coc.errors import LaunchError
-from coc.launcher import placement as placing
+from coc.launcher import latency, placement as placing
 from coc.launcher.environment import rank_environment
-from coc.launcher import latency
 from coc.launcher.spawners import spawner_for
 from coc.topology.routing import Direct
 from coc.topology.tables import LARGE_MESSAGE
