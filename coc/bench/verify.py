@@ -1,13 +1,14 @@
 """``coc bench verify TOPOLOGY``: the model's predicted times against a job on the testbed.
 
 For every ordered pair of sites and each size class, ``coc-run --testbed`` starts one rank on
-the first compute host of each site (a topology of one site: its first and last host), and the first rank measures a ping-pong with the
-second: half the round trip of a message of that size, against the one-way time the model
-predicts with :func:`coc.topology.routing.message_time` (the route's networks and gateways,
-plus the rendezvous handshake above the eager limit; latency emulated as ``coc-run`` does
-under ``--testbed``). The table shows both and their ratio. The ranks also
-report the addresses of the TCP connections their host's namespace holds, so a test can see
-which network each hop used.
+the first compute host of each site (a topology of one site: its first and last host), and
+the first rank measures a ping-pong with the second: half the round trip of a message of
+that size, against the one-way time the model predicts with
+:func:`coc.topology.routing.message_time` (the route's networks and gateways, plus the
+rendezvous handshake above the eager limit; latency emulated as ``coc-run`` does under
+``--testbed``). The table shows both and their ratio. The ranks also report the addresses of
+the TCP connections their host's namespace holds, so a test can see which network each hop
+used.
 
 The same module is the rank program: ``coc-run ... -m coc.bench.verify --rank SIZE REPS SRC``.
 """

@@ -76,10 +76,10 @@ class _Costs:
     The cost of entering a network from a host (the source or a gateway) is
     ``latency + min(size, fragment) / bandwidth``: the first fragment's trip; crossing a
     link, and the network behind it, costs ``latency + min(size, PACKET) / bandwidth``, as
-    switches pass the message on packet by packet. Only networks and links of at least ``floor`` bandwidth are
-    kept, so a path found has a bottleneck of at least ``floor`` and the rest of the message,
-    ``max(0, size - fragment)``, streams behind the first fragment in at most
-    ``rest / floor`` (see :func:`_searches`).
+    switches pass the message on packet by packet. Only networks and links of at least
+    ``floor`` bandwidth are kept, so a path found has a bottleneck of at least ``floor`` and
+    the rest of the message, ``max(0, size - fragment)``, streams behind the first fragment
+    in at most ``rest / floor`` (see :class:`_Model`).
     """
 
     def __init__(self, G, size, floor=0.0, fragment=FRAGMENT):
