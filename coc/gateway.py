@@ -19,6 +19,7 @@ import time
 
 from coc._native import engine as _engine
 from coc.errors import CocError, LaunchError
+from coc.launcher.latency import apply_delays, delay_table
 from coc.pycommand import python_argv
 from coc.routes import apply_routes, parse_routes
 
@@ -56,7 +57,8 @@ def parse_config(doc):
         (default ``"127.0.0.1"``), ``port_range`` ([min, max]), ``peers``
         ({id: address}), ``routes`` ({dest: [[hop, weight], ...]} or, per size class,
         {dest: {"small": [...], "large": [...]}}; see :mod:`coc.routes`), ``connect`` (next
-        hops to connect to at once, so their loss is noticed) and ``options``
+        hops to connect to at once, so their loss is noticed), ``delays`` ({id: seconds}
+        of emulated latency toward next hops, :mod:`coc.launcher.latency`) and ``options``
         (``eager_limit``, ``fragment_size``, ``forward_window``, ``handshake_timeout_ms``,
         ``spin_ns``, ``log_interval``).
 
@@ -64,7 +66,7 @@ def parse_config(doc):
     -------
     dict
         ``engine`` (keyword arguments of :class:`coc._engine.Engine`), ``peers``,
-        ``routes``, ``connect`` and ``log_interval``.
+        ``routes``, ``delays``, ``connect`` and ``log_interval``.
 
     Examples
     --------
@@ -75,7 +77,7 @@ def parse_config(doc):
     if not isinstance(doc, dict):
         raise ValueError("gateway config must be a JSON object")
     unknown = set(doc) - {"self_id", "secret", "listen_host", "port_range", "peers", "routes",
-                          "connect", "options"}
+                          "delays", "connect", "options"}
     if unknown:
         raise ValueError(f"gateway config: unknown keys {sorted(unknown)}")
     for key in ("self_id", "secret"):
@@ -100,6 +102,7 @@ def parse_config(doc):
     return {"engine": engine,
             "peers": {k: str(v) for k, v in _int_keys(doc.get("peers", {}), "peers").items()},
             "routes": parse_routes(doc.get("routes", {}), "gateway config"),
+            "delays": delay_table(doc.get("delays", {}), "gateway config"),
             "connect": _parse_connect(doc),
             "log_interval": log_interval}
 
@@ -333,6 +336,7 @@ def main(argv=None):
     signum = None
     with eng:
         try:
+            apply_delays(eng, cfg["delays"])
             apply_update(eng, cfg["peers"], cfg["routes"], cfg["connect"])
             _reply({"address": eng.address, "self_id": eng.self_id, "pid": os.getpid()})
             log.info("endpoint %d forwarding at %s", eng.self_id, eng.address)

@@ -5,7 +5,8 @@ import importlib
 __all__ = ["register"]
 
 # Pattern modules, in the order ``coc bench --help`` lists them; each has register(patterns).
-_PATTERN_MODULES = ("coc.bench.engine", "coc.bench.runner", "coc.bench.compare")
+_PATTERN_MODULES = ("coc.bench.engine", "coc.bench.runner", "coc.bench.compare",
+                    "coc.bench.verify")
 
 
 def register(subparsers):

@@ -16,6 +16,7 @@ from coc.errors import CocError, LaunchError, TopologyWarning
 from coc.launcher import batch, placement
 from coc.launcher.control import HELLO_TIMEOUT, Job
 from coc.launcher.environment import parse_exports, scheduler_allocation
+from coc.launcher.latency import parse_delays
 from coc.launcher.output import OutputSink
 from coc.launcher.profiles import load_profile, merge_settings
 from coc.launcher.plan import format_plan, make_plan
@@ -54,6 +55,9 @@ _OPTIONS = [
                                "(repeatable; later files win)")),
     (("--testbed",), dict(metavar="NAME", help="run every site in testbed NAME's network "
                                                "namespaces (spawner netns; coc testbed up)")),
+    (("--delay",), dict(action="append", default=[], metavar="NETWORK=TIME",
+                        help="emulate TIME of latency on NETWORK instead of its declared one "
+                             "(engine delays; repeatable; e.g. wan=10ms, wan=0)")),
     (("--batch",), dict(action="store_true",
                         help="submit one batch job per site from launcher/ templates, wait "
                              "until all run, then run the job in them")),
@@ -213,7 +217,8 @@ def plan_job(args, command):
     plan = make_plan(G, rank_command(command), n=args.n, site_counts=sites, limits=limits,
                      hosts_from=hosts_from, oversubscribe=args.oversubscribe,
                      spawners=dict(_pairs(args.spawner, "--spawner")),
-                     exports=parse_exports(args.export), settings=merge_settings(*layers))
+                     exports=parse_exports(args.export), settings=merge_settings(*layers),
+                     delays=parse_delays(args.delay), testbed=bool(args.testbed))
     plan.warnings = list(dict.fromkeys(str(w.message) for w in caught
                                        if issubclass(w.category, TopologyWarning)))
     return plan

@@ -214,8 +214,8 @@ def place_ranks(available, counts):
 def place_gateways(G, placements, tables=None):
     """Return the gateway hosts that lie on a route between two hosts that run ranks.
 
-    Every next hop of the route tables counts, so all the gateways that share the load
-    between two sites get a daemon.
+    Every next hop of the route tables, of every size class, counts, so all the gateways
+    that share the load between two sites, and those only large messages pass, get a daemon.
 
     Parameters
     ----------
@@ -240,11 +240,13 @@ def place_gateways(G, placements, tables=None):
     # hosts of one class route alike: one rank host per class stands for the others
     ends = list({tables.host_class[p.host]: p.host for p in placements}.values())
     gateways = set()
-    for src, dst in itertools.permutations(ends, 2):
-        frontier = [src]
+    for (src, dst), size in itertools.product(itertools.permutations(ends, 2),
+                                              tables.size_classes):
+        frontier, seen = [src], set()
         while frontier:
-            for hop, _ in tables.next_hops(frontier.pop(), dst):
-                if hop != dst and hop not in gateways:
-                    gateways.add(hop)
+            for hop, _ in tables.next_hops(frontier.pop(), dst, size):
+                if hop != dst and hop not in seen:
+                    seen.add(hop)
                     frontier.append(hop)
+        gateways |= seen
     return sorted(gateways, key=hostlist.natural_key)

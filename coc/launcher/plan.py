@@ -13,11 +13,13 @@ from functools import cached_property
 
 from coc import topology
 from coc.errors import LaunchError
-from coc.launcher import placement as placing
+from coc.launcher import latency, placement as placing
 from coc.launcher.environment import rank_environment
 from coc.launcher.spawners import spawner_for
 from coc.pycommand import python_argv
-from coc.topology.units import format_time
+from coc.topology.routing import Direct
+from coc.topology.tables import LARGE_MESSAGE
+from coc.topology.units import format_size, format_time
 
 __all__ = ["GatewayDaemon", "Plan", "make_plan", "format_plan"]
 
@@ -26,27 +28,10 @@ GATEWAY_MODULE = "coc.gateway"
 #: The variable telling a rank's engine what to listen on (read by ``coc.init()``).
 LISTEN_HOST = "COC_LISTEN_HOST"
 _WILDCARD = "tcp://0.0.0.0:"
-
-
-def _resolve_wildcard(G, host, peer_host, address):
-    """Return ``address`` with a ``0.0.0.0`` listener replaced by an address ``host`` can dial.
-
-    Examples
-    --------
-    >>> from coc.topology import load
-    >>> G = load("two-sites")
-    >>> _resolve_wildcard(G, "b-gw", "a-gw", "tcp://0.0.0.0:4000 unix:@coc/x")
-    'tcp://198.51.100.1:4000 unix:@coc/x'
-    >>> _resolve_wildcard(G, "a1", "a-gw", "tcp://0.0.0.0:4000")
-    'tcp://10.1.0.5:4000'
-    """
-    if _WILDCARD not in address or host == peer_host:
-        return address
-    mine = {net for _, net, d in G.edges(host, data=True) if d.get("kind") == "interface"}
-    for _, net, d in G.edges(peer_host, data=True):
-        if d.get("kind") == "interface" and net in mine and d.get("address"):
-            return address.replace(_WILDCARD, f"tcp://{d['address']}:")
-    return address
+#: The size classes of route tables handed to engines, and the size each is computed for:
+#: the engine sends a message up to its eager limit, and the envelope (RTS) of a larger one,
+#: by the "small" table, and the bytes of a rendezvous transfer by the "large" one.
+SIZE_CLASSES = {"small": 0, "large": LARGE_MESSAGE}
 
 
 @dataclass(frozen=True)
@@ -74,6 +59,7 @@ class Plan:
     warnings: list = field(default_factory=list)  # the topology's TopologyWarnings
     tables: object = None                  # coc.topology.route_tables of the topology
     settings: dict = field(default_factory=dict)  # {site: site settings} (profiles, login)
+    emulation: object = None               # coc.launcher.latency.Emulation, or None
 
     @property
     def size(self):
@@ -109,26 +95,82 @@ class Plan:
     def _daemon_on(self):
         return {g.host: g.endpoint for g in self.gateways}
 
-    def _next_hops(self, src_host, dst_host, dest):
-        """Return ``[[endpoint, weight], ...]`` where traffic to endpoint ``dest`` goes first.
+    def _next_hops(self, src_host, dst_host, dest, size=0):
+        """Return ``[[endpoint, weight], ...]`` where traffic of ``size`` to ``dest`` goes first.
 
         Weights are the route tables' load shares as integers (per mille). A plan made with
         ``start_gateways=False`` (never run: placement and failure tests) routes directly.
         """
-        hops = self.tables.next_hops(src_host, dst_host) if src_host != dst_host else []
+        hops = self.tables.next_hops(src_host, dst_host, size) if src_host != dst_host else []
         if not hops or any(hop != dst_host and hop not in self._daemon_on for hop, _ in hops):
             return [[dest, 1]]
         return [[dest if hop == dst_host else self._daemon_on[hop], max(1, round(weight * 1000))]
                 for hop, weight in hops]
 
     def route_table(self, endpoint):
-        """Return ``{destination endpoint: [[next hop endpoint, weight], ...]}`` for one endpoint.
+        """Return ``{destination endpoint: HOPS}`` for one endpoint.
 
         Destinations are the ranks; a next hop equal to the destination means "directly".
+        ``HOPS`` is ``[[next hop endpoint, weight], ...]`` when both size classes route
+        alike, else ``{"small": [...], "large": [...]}`` (docs/wire-protocol.md).
         """
         src_host = self._endpoint_hosts[endpoint]
-        return {p.rank: self._next_hops(src_host, p.host, p.rank)
-                for p in self.placements if p.rank != endpoint}
+        table = {}
+        for p in self.placements:
+            if p.rank != endpoint:
+                small, large = (self._next_hops(src_host, p.host, p.rank, size)
+                                for size in SIZE_CLASSES.values())
+                table[p.rank] = small if small == large else {"small": small, "large": large}
+        return table
+
+    @cached_property
+    def _direct(self):
+        return {label: Direct(self.topology, size) for label, size in SIZE_CLASSES.items()}
+
+    def hop_networks(self, endpoint):
+        """Return ``{next hop endpoint: network}``: where ``endpoint`` dials each next hop.
+
+        The network is the one the model's direct step to the next hop's host uses for the
+        size class that sends through it. A next hop used by both classes whose steps take
+        different networks is dialed on the *large* class's network: one connection per
+        pair of endpoints carries both classes, and the bulk bytes of large messages gain
+        more from the faster network than envelopes lose in latency (docs/topology.md).
+        Next hops on the same host (shared memory) are left out.
+        """
+        host = self._endpoint_hosts[endpoint]
+        chosen = {}
+        for hops in self.route_table(endpoint).values():
+            by_class = hops if isinstance(hops, dict) else dict.fromkeys(SIZE_CLASSES, hops)
+            for label in SIZE_CLASSES:          # small first: large overrides it
+                for hop, _ in by_class[label]:
+                    peer = self._endpoint_hosts[hop]
+                    if peer != host:
+                        net = self._direct[label].network(host, peer)
+                        if net is not None:
+                            chosen[hop] = net
+        return chosen
+
+    def address(self, host, network):
+        """Return ``host``'s address on ``network``: the topology's, else its testbed's."""
+        attrs = self.topology.edges[host, network] if self.topology.has_edge(host, network) \
+            else {}
+        if attrs.get("address"):
+            return attrs["address"]
+        bed = getattr(self.spawner(self.topology.nodes[host]["site"]), "testbed", None)
+        if bed is not None:
+            return bed.address(host, network)
+        raise LaunchError(f"host {host!r} has no address on network {network!r}: give its "
+                          "interface an address (or the network a subnet) in the topology",
+                          site=self.topology.nodes[host]["site"])
+
+    def delays(self, endpoint):
+        """Return ``{next hop endpoint: seconds}``: the emulated latency of each hop (non-zero)."""
+        if self.emulation is None:
+            return {}
+        host = self._endpoint_hosts[endpoint]
+        found = {hop: self.emulation.delay(host, net)
+                 for hop, net in self.hop_networks(endpoint).items()}
+        return {hop: t for hop, t in found.items() if t > 0}
 
     @cached_property
     def _spawners_made(self):
@@ -156,13 +198,20 @@ class Plan:
     def peers_for(self, endpoint, peers):
         """Return ``peers`` as ``endpoint`` must dial them: without itself, wildcards resolved.
 
-        An engine listening on every interface (``0.0.0.0``) is reached at its host's
-        topology address on a network the two hosts share.
+        An engine listening on every interface (``0.0.0.0``) is reached at its host's address
+        on the network the route uses for the hop (:meth:`hop_networks`), never simply the
+        first network two hosts share. Peers ``endpoint`` never dials keep their address.
         """
-        mine = self._endpoint_hosts[endpoint]
-        return {ident: _resolve_wildcard(self.topology, mine, self._endpoint_hosts[ident],
-                                         address)
-                for ident, address in peers.items() if ident != endpoint}
+        networks = self.hop_networks(endpoint)
+        resolved = {}
+        for ident, address in peers.items():
+            if ident == endpoint:
+                continue
+            if _WILDCARD in address and ident in networks:
+                where = self.address(self._endpoint_hosts[ident], networks[ident])
+                address = address.replace(_WILDCARD, f"tcp://{where}:")
+            resolved[ident] = address
+        return resolved
 
     def agent_job(self, site, secret, grace):
         """Return the ``job`` message for ``site``'s agent."""
@@ -189,7 +238,9 @@ class Plan:
                           "config": {"self_id": g.endpoint, "secret": secret.hex(),
                                      "listen_host": spawner.listen_host(g.host),
                                      "port_range": [0, 0],
-                                     "routes": self.route_table(g.endpoint)}}
+                                     "routes": self.route_table(g.endpoint),
+                                     "delays": {str(k): v for k, v in
+                                                self.delays(g.endpoint).items()}}}
                          for g in self.gateways if g.site == site],
         }
 
@@ -197,15 +248,17 @@ class Plan:
         """Return what rank ``rank`` receives once every endpoint's address is known.
 
         ``peers`` maps every endpoint (ranks and gateway daemons) to its address;
-        ``placement`` lists ``[site, host]`` of every rank, so ranks need not gather it.
+        ``placement`` lists ``[site, host]`` of every rank, so ranks need not gather it;
+        ``delays`` the emulated latency toward each next hop (:mod:`coc.launcher.latency`).
         """
         return {"peers": self.peers_for(rank, peers), "routes": self.route_table(rank),
-                "placement": [[p.site, p.host] for p in self.placements]}
+                "placement": [[p.site, p.host] for p in self.placements],
+                "delays": self.delays(rank)}
 
 
 def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="topology",
               oversubscribe=False, spawners=None, exports=None, job_id=None,
-              start_gateways=True, settings=None):
+              start_gateways=True, settings=None, delays=None, testbed=False):
     """Return the :class:`Plan` for running ``command`` on topology ``G``.
 
     Parameters
@@ -229,7 +282,13 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
     settings : dict, optional
         ``{site: {key: value}}`` site settings (profiles, ``--testbed``); the topology's
         ``login`` and ``spawner`` of a site fill what they leave out.
+    delays : dict, optional
+        ``--delay`` overrides ``{network: seconds}``: the model uses them and the engines
+        emulate them (:mod:`coc.launcher.latency`).
+    testbed : bool, optional
+        The job runs under ``--testbed``: declared WAN-class latencies are emulated.
     """
+    G = latency.override(G, delays or {})
     available = placing.available_slots(G, limits)
     counts = placing.site_counts(available, n, list(site_counts), oversubscribe)
     placements = placing.place_ranks(available, counts)
@@ -244,6 +303,8 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
                                       f"{', '.join(topology.sites(G))})", site=site)
     plan = Plan(job_id or secrets.token_hex(4), G, list(command), placements, gateway_hosts,
                 daemons, {}, dict(exports or {}), hosts_from, tables=tables)
+    if delays or testbed:
+        plan.emulation = latency.Emulation(G, delays or {}, testbed)
     site_attrs = G.graph.get("sites", {})
     for site in plan.sites:
         given = {k: v for k, v in (site_attrs.get(site) or {}).items() if v is not None}
@@ -296,15 +357,27 @@ def _ranks(count):
 
 
 def _route_lines(plan):
-    """Return the plan's lines showing one route per ordered pair of sites with ranks."""
+    """Return the plan's lines showing, per ordered pair of sites with ranks and size class,
+    the route between their first hosts: hosts, the network of each hop, the predicted time.
+    """
     first = {}
     for p in plan.placements:
         first.setdefault(p.site, p.host)
     pairs = [(a, b) for a in first for b in first if a != b]
     if not pairs:
         return []
-    lines = ["routes between sites (first host of each):"]
+    lines = ["routes between sites (first host of each; small: up to the eager limit and "
+             "envelopes, large: rendezvous bytes, predicted for "
+             f"{format_size(SIZE_CLASSES['large'])}):"]
     for a, b in pairs:
-        r = topology.route(plan.topology, first[a], first[b])
-        lines.append(f"  {a} -> {b}: {' > '.join(r.hosts)}  ({format_time(r.time)})")
+        for label, size in SIZE_CLASSES.items():
+            r = topology.route(plan.topology, first[a], first[b], size)
+            path = first[a] + "".join(f" -[{'+'.join(h.networks)}]-> {h.next_host}"
+                                      for h in r.hops)
+            lines.append(f"  {a} -> {b} {label:<5} {path}  ({format_time(r.time, 3)})")
+    if plan.emulation is not None:
+        emulated = plan.emulation.describe()
+        lines.append("emulated latency (engine delays):" if emulated
+                     else "emulated latency: none")
+        lines.extend(emulated)
     return lines

@@ -22,6 +22,7 @@ import sys
 
 from coc.errors import LaunchError, ProtocolError
 from coc.launcher import protocol
+from coc.launcher.latency import delay_table
 from coc.routes import parse_routes
 
 __all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "shepherd"]
@@ -119,8 +120,8 @@ def rendezvous(address, environ=None):
         other rank and gateway daemon), ``routes`` ({destination endpoint id: {"small":
         [(next hop endpoint id, weight), ...], "large": [...]}} as
         :func:`coc.routes.parse_routes` gives; a hop equal to the destination means
-        "directly") and
-        ``placement`` ([(site, host)] of every rank, indexed by rank).
+        "directly"), ``placement`` ([(site, host)] of every rank, indexed by rank) and
+        ``delays`` ({next hop endpoint id: seconds} of emulated latency).
 
     Raises
     ------
@@ -142,6 +143,10 @@ def rendezvous(address, environ=None):
     except ValueError as exc:
         raise LaunchError(str(exc), rank=info["rank"]) from None
     info["placement"] = [tuple(where) for where in answer["placement"]]
+    try:
+        info["delays"] = delay_table(answer.get("delays", {}), "rendezvous answer")
+    except ValueError as exc:
+        raise LaunchError(str(exc), rank=info["rank"]) from None
     return info
 
 

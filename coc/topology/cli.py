@@ -7,7 +7,7 @@ from coc.errors import TopologyError
 from coc.topology.hostlist import compress, natural_key
 from coc.topology.levels import LEVELS, levels
 from coc.topology.model import hosts, load, networks, placement_slots, sites
-from coc.topology.routing import route
+from coc.topology.routing import FRAGMENT, route
 from coc.topology.tables import LARGE_MESSAGE, gateway_sets
 from coc.topology.units import format_bandwidth, format_size, format_time, parse_size
 
@@ -130,6 +130,9 @@ def _route(args):
                        format_time(hop.time, 3)] for hop in r.hops]))
     print(f"  total {format_time(r.time, 3)}" + (f" through {', '.join(r.gateways)}"
                                                  if r.gateways else " (direct)"))
+    if r.gateways and size > FRAGMENT:
+        print(f"  (hop times are each hop alone; gateways forward cut-through in "
+              f"{format_size(FRAGMENT)} fragments, so the hops overlap)")
     return 0
 
 

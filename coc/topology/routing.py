@@ -8,10 +8,19 @@ from coc.errors import TopologyError
 from coc.topology.hostlist import natural_key
 from coc.topology.units import format_size, format_time
 
-__all__ = ["Hop", "Route", "route", "route_cost", "DIRECT", "TIE"]
+__all__ = ["Hop", "Route", "Direct", "route", "route_cost", "message_time", "DIRECT", "TIE",
+           "FRAGMENT", "EAGER_LIMIT"]
 
 DIRECT = None  # the "first hop" of a path that passes no gateway: straight to the destination
 TIE = 1e-12  # relative difference below which two path costs count as equal
+#: The unit of cut-through forwarding: the engine's default fragment (256 KiB). A gateway
+#: forwards a fragment as soon as it has it, so hops overlap in fragments of this size.
+FRAGMENT = 256 << 10
+#: The engine's default eager limit: larger messages go by rendezvous (RTS, CTS, then DATA).
+EAGER_LIMIT = 128 << 10
+#: The unit switches forward in (an Ethernet frame): inside one hop, networks joined by
+#: links pipeline the message in packets of this size, not in fragments.
+PACKET = 1500
 
 
 @dataclass(frozen=True)
@@ -19,8 +28,11 @@ class Hop:
     """One hop of a route: ``host`` sends to ``next_host`` over ``network``.
 
     ``networks`` lists every network crossed when networks joined by links are used
-    (``network`` is the first of them); ``time`` is the hop's estimated seconds, including
-    the forwarding cost of ``host`` when it is a gateway in the middle of the route.
+    (``network`` is the first of them); ``time`` is what the hop alone takes for the whole
+    message (latency + size / bandwidth of each network and link), including the forwarding
+    cost of ``host`` when it is a gateway in the middle of the route. Gateways forward
+    fragment by fragment, so the hops of a route overlap: the route's time is less than the
+    sum of its hops' times for messages above one fragment (see :func:`route`).
     """
 
     host: str
@@ -59,29 +71,51 @@ class Route:
 
 
 class _Costs:
-    """The topology reduced to networks and gateways, with every cost for one message size."""
+    """The topology reduced to networks and gateways, with every cost for one message size.
 
-    def __init__(self, G, size):
-        self.size = size
-        self.cost, self.bandwidth, self.links, self.gateways = {}, {}, {}, {}
+    The cost of entering a network from a host (the source or a gateway) is
+    ``latency + min(size, fragment) / bandwidth``: the first fragment's trip; crossing a
+    link, and the network behind it, costs ``latency + min(size, PACKET) / bandwidth``, as
+    switches pass the message on packet by packet. Only networks and links of at least
+    ``floor`` bandwidth are kept, so a path found has a bottleneck of at least ``floor`` and
+    the rest of the message, ``max(0, size - fragment)``, streams behind the first fragment
+    in at most ``rest / floor`` (see :class:`_Model`).
+    """
+
+    def __init__(self, G, size, floor=0.0, fragment=FRAGMENT):
+        self.size, self.floor = size, floor
+        self.rest = max(0, size - fragment)
+        head, packet = min(size, fragment), min(size, PACKET)
+        self.cost, self.through, self.whole = {}, {}, {}
+        self.bandwidth, self.links, self.gateways = {}, {}, {}
         for net, d in G.nodes(data=True):
-            if d["kind"] == "network":
-                self.cost[net] = d["latency"] + size / d["bandwidth"]
+            if d["kind"] == "network" and d["bandwidth"] >= floor:
+                self.cost[net] = d["latency"] + head / d["bandwidth"]
+                self.through[net] = d["latency"] + packet / d["bandwidth"]
+                self.whole[net] = d["latency"] + size / d["bandwidth"]
                 self.bandwidth[net] = d["bandwidth"]
                 self.links[net], self.gateways[net] = [], []
         self.host_networks, self.forward_cost = {}, {}
         for h, d in G.nodes(data=True):
             if d["kind"] == "host":
-                self.host_networks[h] = list(G[h])
+                self.host_networks[h] = [net for net in G[h] if net in self.cost]
                 if d["role"] == "gateway":
                     self.forward_cost[h] = d["forward_cost"]
-                    for net in G[h]:
+                    for net in self.host_networks[h]:
                         self.gateways[net].append(h)
+        self.link_whole = {}
         for u, v, d in G.edges(data=True):
-            if d["kind"] == "link":
-                cost = d["latency"] + size / d["bandwidth"]
+            if d["kind"] == "link" and u in self.cost and v in self.cost \
+                    and d["bandwidth"] >= floor:
+                cost = d["latency"] + packet / d["bandwidth"]
                 self.links[u].append((v, cost, d["bandwidth"]))
                 self.links[v].append((u, cost, d["bandwidth"]))
+                self.link_whole[u, v] = self.link_whole[v, u] = \
+                    d["latency"] + size / d["bandwidth"]
+
+    def tail(self, bottleneck):
+        """Return the time the rest of the message takes behind its first fragment."""
+        return self.rest / bottleneck if self.rest else 0.0
 
     def search(self, start, tolerance=TIE, forward=True):
         """Run Dijkstra from the networks ``start`` (the source host's networks).
@@ -93,7 +127,7 @@ class _Costs:
         never used: the source reaches their networks directly; with ``forward=False``
         no gateway is used (what the source reaches directly).
         """
-        start = frozenset(start)
+        start = frozenset(net for net in start if net in self.cost)
         dist, pred, first, done = {}, {}, {}, set()
         heap, counter = [], itertools.count()
 
@@ -124,7 +158,7 @@ class _Costs:
                 for other, cost, bandwidth in self.links[node]:
                     if other not in done:
                         limit = min(bandwidth, self.bandwidth[other])
-                        relax(other, d + cost + self.cost[other], node,
+                        relax(other, d + cost + self.through[other], node,
                               {hop: min(b, limit) for hop, b in hops.items()})
                 for g in self.gateways[node] if forward else ():
                     if g in done or g in unused:
@@ -157,6 +191,104 @@ class _Costs:
         return best, net, hops
 
 
+class _Model:
+    """The cost model for one message size: the cheapest path under cut-through forwarding.
+
+    A message crosses a path in ``sum(latency + min(size, fragment) / bandwidth)`` over its
+    networks and links, plus each gateway's forwarding cost, plus ``rest / bottleneck`` for
+    the rest of the message behind the first fragment. The bottleneck term is not a sum over
+    edges, so the search runs once per *floor* (each bandwidth of the topology): with only
+    networks and links of at least that bandwidth, the first-fragment cost is a sum for
+    Dijkstra, and the floor bounds the bottleneck. The cheapest path over all floors is the
+    cheapest path under the model (the floor equal to its bottleneck finds it at its cost).
+    Messages of at most one fragment need one search (nothing streams behind).
+    """
+
+    def __init__(self, G, size, fragment=FRAGMENT):
+        first = _Costs(G, size, 0.0, fragment)
+        if not first.rest:
+            self.layers = [first]
+            return
+        floors = {d["bandwidth"] for _, d in G.nodes(data=True) if d["kind"] == "network"}
+        floors |= {d["bandwidth"] for _, _, d in G.edges(data=True) if d["kind"] == "link"}
+        self.layers = [_Costs(G, size, floor, fragment) for floor in sorted(floors)]
+
+    @property
+    def host_networks(self):
+        return self.layers[0].host_networks
+
+    def search(self, start, forward=True):
+        """Run :meth:`_Costs.search` on every layer; return the results in layer order."""
+        return [layer.search(start, forward=forward) for layer in self.layers]
+
+    def arrive(self, founds, networks, tolerance=TIE):
+        """Return ``(time, best network, first hops, layer, found)`` for a host, or None.
+
+        First hops of paths within ``tolerance`` of the cheapest, over every layer, share
+        the load (their bottleneck bandwidths become the weights).
+        """
+        reached = []
+        for layer, found in zip(self.layers, founds):
+            arrival = layer.arrive(found, networks, tolerance)
+            if arrival is not None:
+                reached.append((arrival[0] + layer.tail(layer.floor), arrival, layer, found))
+        if not reached:
+            return None
+        best = min(r[0] for r in reached)
+        time, (_, net, _), layer, found = next(r for r in reached if r[0] == best)
+        hops = {}
+        for total, arrival, _, _ in reached:
+            if total <= best * (1 + tolerance):
+                for hop, b in arrival[2].items():
+                    hops[hop] = max(hops.get(hop, 0.0), b)
+        return time, net, hops, layer, found
+
+
+class Direct:
+    """Cheapest direct steps (no gateway in between) from one host to another, for one size.
+
+    The plan asks it which network a hop uses, so each hop dials its peer's address on that
+    network; searches are kept per set of source networks (hosts of a class share them).
+
+    Examples
+    --------
+    >>> from coc.topology import load
+    >>> G = load("chemnitz-2003")
+    >>> Direct(G, "1MiB").network("athlon1", "xeon8"), Direct(G).network("athlon1", "xeon3")
+    ('myrinet', 'admin')
+    """
+
+    def __init__(self, G, size=0):
+        from coc.topology.units import parse_size
+
+        self.G, self.model, self._found = G, _Model(G, parse_size(size)), {}
+        self._zero = None
+
+    def step(self, a, b):
+        """Return ``(time, network of b it arrives on, layer, found)``, or None if none."""
+        _check_host(self.G, a)
+        _check_host(self.G, b)
+        nets = tuple(self.model.host_networks[a])
+        if nets not in self._found:
+            self._found[nets] = self.model.search(nets, forward=False)
+        arrival = self.model.arrive(self._found[nets], self.model.host_networks[b])
+        return None if arrival is None else (arrival[0], arrival[1], arrival[3], arrival[4])
+
+    def network(self, a, b):
+        """Return the network of ``b`` that ``a`` sends to directly, or None if it cannot."""
+        step = self.step(a, b)
+        return None if step is None else step[1]
+
+    def latency(self, a, network):
+        """Return the latency from host ``a`` onto ``network`` (its own or a linked one), or None.
+
+        The sum of the latencies of the networks and links on the lowest-latency way there.
+        """
+        if self._zero is None:
+            self._zero = _Costs(self.G, 0)
+        return self._zero.search(self._zero.host_networks[a], forward=False)[0].get(network)
+
+
 def _check_host(G, host):
     if host not in G or G.nodes[host].get("kind") != "host":
         raise TopologyError(f"unknown host {host!r}", file=G.graph.get("file"), name=host)
@@ -167,9 +299,8 @@ def _segments(costs, src, dst, path):
     hops, host, nets = [], src, []
 
     def close(next_host):
-        time = sum(costs.cost[net] for net in nets)
-        time += sum(next(c for other, c, _ in costs.links[a] if other == b)
-                    for a, b in zip(nets, nets[1:]))
+        time = sum(costs.whole[net] for net in nets)
+        time += sum(costs.link_whole[a, b] for a, b in zip(nets, nets[1:]))
         if host != src:
             time += costs.forward_cost[host]
         hops.append(Hop(host, nets[0], next_host, time, tuple(nets)))
@@ -187,10 +318,17 @@ def _segments(costs, src, dst, path):
 def route(G, src, dst, size=0):
     """Return the cheapest route from host ``src`` to host ``dst`` for ``size`` bytes.
 
-    The cost of a route is the sum, over every network and link it crosses, of
-    ``latency + size / bandwidth``, plus the ``forward_cost`` of every gateway it passes.
-    Only hosts with role gateway forward, so they are the only hosts inside a route.
-    Small messages therefore favour low latency and large ones high bandwidth.
+    Gateways forward cut-through, fragment by fragment (:data:`FRAGMENT`), so the time of
+    a route is the first fragment's trip plus the rest of the message at the route's
+    bottleneck bandwidth::
+
+        sum(latency + min(size, FRAGMENT) / bandwidth)   over its networks and links
+        + sum(forward_cost)                               over the gateways it passes
+        + max(0, size - FRAGMENT) / bottleneck bandwidth
+
+    (store-and-forward for messages of one fragment or less). Only hosts with role gateway
+    forward, so they are the only hosts inside a route. Small messages therefore favour low
+    latency and large ones high bandwidth. See docs/topology.md, "Cost model".
 
     Parameters
     ----------
@@ -228,13 +366,12 @@ def route(G, src, dst, size=0):
     size = parse_size(size)
     if src == dst:
         return Route((), 0.0, size, src)
-    costs = _Costs(G, size)
-    found = costs.search(costs.host_networks[src])
-    arrival = costs.arrive(found, costs.host_networks[dst])
+    model = _Model(G, size)
+    arrival = model.arrive(model.search(model.host_networks[src]), model.host_networks[dst])
     if arrival is None:
         raise TopologyError(f"host {src!r} cannot reach host {dst!r}",
                             file=G.graph.get("file"), name=src)
-    time, node, _ = arrival
+    time, node, _, costs, found = arrival
     path, pred = [], found[1]
     while node is not None:
         path.append(node)
@@ -243,10 +380,11 @@ def route(G, src, dst, size=0):
 
 
 def route_cost(G, hosts, size=0):
-    """Return the cost of sending ``size`` bytes along the host path ``hosts``.
+    """Return the time of sending ``size`` bytes along the host path ``hosts``.
 
     Each step goes directly (over one network, or networks joined by links) at its
-    cheapest; each host in the middle adds its forwarding cost. Used to check route tables.
+    cheapest; each host in the middle adds its forwarding cost; the message is pipelined
+    over the whole path as :func:`route` says. Used to check route tables.
 
     Examples
     --------
@@ -255,12 +393,41 @@ def route_cost(G, hosts, size=0):
     >>> route_cost(G, ["a1", "a-gw", "b-gw", "b2"]) == route(G, "a1", "b2").time
     True
     """
-    costs = _Costs(G, size)
-    total = 0.0
-    for i, (a, b) in enumerate(zip(hosts, hosts[1:])):
-        arrival = costs.arrive(costs.search(costs.host_networks[a], forward=False),
-                               costs.host_networks[b])
-        if arrival is None:
-            raise TopologyError(f"host {a!r} cannot send directly to host {b!r}")
-        total += arrival[0] + (costs.forward_cost[a] if i else 0.0)
-    return total
+    model = _Model(G, size)
+    best = None
+    for layer in model.layers:
+        total = layer.tail(layer.floor)
+        for i, (a, b) in enumerate(zip(hosts, hosts[1:])):
+            arrival = layer.arrive(layer.search(layer.host_networks[a], forward=False),
+                                   layer.host_networks[b])
+            if arrival is None:
+                break
+            total += arrival[0] + (layer.forward_cost[a] if i else 0.0)
+        else:
+            best = total if best is None else min(best, total)
+    if best is None:
+        raise TopologyError(f"no direct steps join the hosts {' > '.join(hosts)}")
+    return best
+
+
+def message_time(G, src, dst, size=0, eager_limit=EAGER_LIMIT):
+    """Return the predicted seconds for one message from ``src`` to ``dst``, protocol included.
+
+    A message up to ``eager_limit`` is sent at once: its route's time. A larger one goes by
+    rendezvous: its envelope (RTS) travels to the receiver and the clear-to-send (CTS) back,
+    both on the small-message route, before the bytes take the route for ``size``.
+
+    Examples
+    --------
+    >>> from coc.topology import load
+    >>> G = load("two-sites")
+    >>> round(message_time(G, "a1", "b1", "1MiB") / route(G, "a1", "b1", "1MiB").time, 3)
+    1.215
+    """
+    from coc.topology.units import parse_size
+
+    size = parse_size(size)
+    time = route(G, src, dst, size).time
+    if size > eager_limit:
+        time += route(G, src, dst).time + route(G, dst, src).time
+    return time

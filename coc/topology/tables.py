@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from coc.errors import TopologyError
 from coc.topology.hostlist import compress, natural_key
 from coc.topology.model import hosts, sites
-from coc.topology.routing import DIRECT, _Costs
+from coc.topology.routing import DIRECT, _Model
 from coc.topology.units import parse_size
 
 __all__ = ["HostClass", "RouteTables", "route_tables", "gateways", "gateway_sets",
@@ -131,7 +131,7 @@ class RouteTables:
 
 def _table(G, classes, size):
     """Compute the entries of one size class."""
-    costs = _Costs(G, size)
+    model = _Model(G, size)
     searches = {}
     by_site = {}
     for index, c in enumerate(classes):
@@ -139,13 +139,13 @@ def _table(G, classes, size):
     table = []
     for c in classes:
         if c.networks not in searches:
-            searches[c.networks] = costs.search(c.networks)
+            searches[c.networks] = model.search(c.networks)
         found = searches[c.networks]
         entry = {"sites": {}, "classes": {}}
         for site, members in by_site.items():
             hops = []
             for t in members:
-                arrival = costs.arrive(found, classes[t].networks)
+                arrival = model.arrive(found, classes[t].networks)
                 if arrival is None:
                     raise TopologyError(f"host {c.hosts[0]!r} cannot reach host "
                                         f"{classes[t].hosts[0]!r}", file=G.graph.get("file"))
