@@ -19,9 +19,8 @@ import time
 
 from coc._native import engine as _engine
 from coc.errors import CocError, LaunchError
-from coc.launcher.latency import apply_delays, delay_table
 from coc.pycommand import python_argv
-from coc.routes import apply_routes, parse_routes
+from coc.routes import apply_delays, apply_routes, delay_table, parse_routes
 
 __all__ = ["GatewayProcess", "parse_config", "apply_update", "serve", "main"]
 
@@ -58,7 +57,7 @@ def parse_config(doc):
         ({id: address}), ``routes`` ({dest: [[hop, weight], ...]} or, per size class,
         {dest: {"small": [...], "large": [...]}}; see :mod:`coc.routes`), ``connect`` (next
         hops to connect to at once, so their loss is noticed), ``delays`` ({id: seconds}
-        of emulated latency toward next hops, :mod:`coc.launcher.latency`) and ``options``
+        of emulated latency toward next hops, :mod:`coc.routes`) and ``options``
         (``eager_limit``, ``fragment_size``, ``forward_window``, ``handshake_timeout_ms``,
         ``spin_ns``, ``log_interval``).
 

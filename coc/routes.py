@@ -12,9 +12,12 @@ config's ``routes``) as JSON, in one of two forms per destination:
 
 :func:`parse_routes` turns either into ``{dest: {"small": [(hop, weight), ...], "large":
 [...]}}``; :func:`apply_routes` sets that on an engine; :func:`next_hops` lists the hops.
+Beside routes, the plan hands out emulated latencies (``delays``: ``{peer: seconds}``,
+``coc.launcher.latency``), checked by :func:`delay_table` and set by :func:`apply_delays`.
 """
 
-__all__ = ["SIZE_CLASSES", "parse_routes", "apply_routes", "next_hops"]
+__all__ = ["SIZE_CLASSES", "parse_routes", "apply_routes", "next_hops", "delay_table",
+           "apply_delays"]
 
 SIZE_CLASSES = ("small", "large")
 
@@ -100,3 +103,32 @@ def next_hops(routes):
     itself (the gateways this endpoint sends through), over both size classes."""
     return sorted({hop for dest, classes in routes.items() for cls in SIZE_CLASSES
                    for hop, _ in classes[cls] if hop != dest})
+
+
+def delay_table(doc, where):
+    """Check a ``delays`` document ``{peer endpoint: seconds}`` (keys may be JSON strings).
+
+    Examples
+    --------
+    >>> delay_table({"7": 0.01}, "gateway config")
+    {7: 0.01}
+    """
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where}: 'delays' must map endpoint ids to seconds, not {doc!r}")
+    table = {}
+    for peer, seconds in doc.items():
+        try:
+            peer, seconds = int(peer), float(seconds)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: delay to {peer!r} must be seconds, not "
+                             f"{seconds!r}") from None
+        if seconds < 0:
+            raise ValueError(f"{where}: delay to {peer} is negative ({seconds})")
+        table[peer] = seconds
+    return table
+
+
+def apply_delays(eng, delays):
+    """Hold every frame ``eng`` sends to each peer of ``delays`` for its seconds."""
+    for peer, seconds in delays.items():
+        eng.set_peer_delay(peer, seconds)

@@ -18,8 +18,7 @@ from coc.comm import sitempi, transport
 from coc.comm.communicator import Communicator
 from coc.comm.request import Request, run
 from coc.errors import CocError, LaunchError
-from coc.launcher.latency import apply_delays
-from coc.routes import apply_routes, next_hops
+from coc.routes import apply_delays, apply_routes, next_hops
 
 __all__ = ["World", "init", "finalize", "initialized", "Wtime", "Wtick", "counters",
            "reset_counters"]

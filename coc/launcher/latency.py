@@ -14,6 +14,8 @@ network or link is *emulated* when
 An emulated network adds its full declared latency; the real latency of the testbed is not
 subtracted (it is small against what is emulated and varies with load; docs/launcher.md,
 "Latency"). A hop's delay is the sum over the emulated networks and links it crosses.
+
+The delays reach engines as ``delays`` documents (:func:`coc.routes.delay_table`).
 """
 
 import copy
@@ -22,8 +24,7 @@ from coc.errors import LaunchError
 from coc.topology.routing import Direct
 from coc.topology.units import format_time, parse_time
 
-__all__ = ["EMULATE_FROM", "parse_delays", "override", "Emulation", "delay_table",
-           "apply_delays"]
+__all__ = ["EMULATE_FROM", "parse_delays", "override", "Emulation"]
 
 #: Declared latencies from this one up are emulated under ``--testbed`` (100 us).
 EMULATE_FROM = 100e-6
@@ -100,32 +101,3 @@ class Emulation:
     def describe(self):
         """Return one line per emulated network, for ``--dry-run``."""
         return [f"  {n}: {format_time(t)}" for n, t in sorted(self.networks.items())]
-
-
-def delay_table(doc, where):
-    """Check a ``delays`` document ``{peer endpoint: seconds}`` (keys may be JSON strings).
-
-    Examples
-    --------
-    >>> delay_table({"7": 0.01}, "gateway config")
-    {7: 0.01}
-    """
-    if not isinstance(doc, dict):
-        raise ValueError(f"{where}: 'delays' must map endpoint ids to seconds, not {doc!r}")
-    table = {}
-    for peer, seconds in doc.items():
-        try:
-            peer, seconds = int(peer), float(seconds)
-        except (TypeError, ValueError):
-            raise ValueError(f"{where}: delay to {peer!r} must be seconds, not "
-                             f"{seconds!r}") from None
-        if seconds < 0:
-            raise ValueError(f"{where}: delay to {peer} is negative ({seconds})")
-        table[peer] = seconds
-    return table
-
-
-def apply_delays(eng, delays):
-    """Hold every frame ``eng`` sends to each peer of ``delays`` for its seconds."""
-    for peer, seconds in delays.items():
-        eng.set_peer_delay(peer, seconds)
