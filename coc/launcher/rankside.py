@@ -22,7 +22,7 @@ import sys
 
 from coc.errors import LaunchError, ProtocolError
 from coc.launcher import protocol
-from coc.launcher.latency import delay_table
+from coc.routes import delay_table
 from coc.routes import parse_routes
 
 __all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "shepherd"]
