@@ -17,6 +17,7 @@ from coc.launcher.control import HELLO_TIMEOUT, Job
 from coc.launcher.environment import parse_exports, scheduler_allocation
 from coc.launcher.output import OutputSink
 from coc.launcher.profiles import load_profile, merge_settings
+from coc.mpi4py import hook
 from coc.launcher.plan import format_plan, make_plan
 from coc.topology.hostlist import compress
 
@@ -54,6 +55,9 @@ _OPTIONS = [
     (("--batch",), dict(action="store_true",
                         help="submit one batch job per site from launcher/ templates, wait "
                              "until all run, then run the job in them")),
+    (("--mpi4py",), dict(action="store_true",
+                         help="mpi4py compatibility mode: `import mpi4py` in the ranks gives "
+                              "coc's mpi4py (docs/api.md)")),
     (("--dry-run",), dict(action="store_true",
                           help="print the plan (and with --batch the job scripts) and stop")),
 ]
@@ -153,6 +157,14 @@ def _host_limits(args, G):
     return known + others, f"{where}: {compress([h for h, _ in known])}{rest}"
 
 
+def _exports(args):
+    """Return the variables every rank gets from ``-x`` and ``--mpi4py``."""
+    exports = parse_exports(args.export)
+    if args.mpi4py:
+        exports[hook.MODE_VARIABLE] = "1"
+    return exports
+
+
 def plan_job(args, command):
     """Return the :class:`~coc.launcher.plan.Plan` for parsed options and a program."""
     if not command or command == ["-m"]:
@@ -179,7 +191,7 @@ def plan_job(args, command):
     plan = make_plan(G, rank_command(command), n=args.n, site_counts=sites, limits=limits,
                      hosts_from=hosts_from, oversubscribe=args.oversubscribe,
                      spawners=dict(_pairs(args.spawner, "--spawner")),
-                     exports=parse_exports(args.export), settings=merge_settings(*layers))
+                     exports=_exports(args), settings=merge_settings(*layers))
     plan.warnings = list(dict.fromkeys(str(w.message) for w in caught
                                        if issubclass(w.category, TopologyWarning)))
     return plan
