@@ -6,9 +6,9 @@ mpi4py's that coc does not provide raises ``NotImplementedError`` naming it. The
 joined on first use of ``COMM_WORLD``/``COMM_SELF`` (or ``Init``), not at import.
 """
 
-import os
-import socket
-import threading
+import os as _os
+import socket as _socket
+import threading as _threading
 
 from coc.comm import world as _world
 from coc.comm.buffers import IN_PLACE
@@ -35,7 +35,7 @@ VERSION, SUBVERSION = 3, 1
 MAX_PROCESSOR_NAME = MAX_ERROR_STRING = MAX_OBJECT_NAME = 256
 MAX_LIBRARY_VERSION_STRING = 8192
 ROOT = -3
-_MAIN = threading.main_thread()
+_MAIN = _threading.main_thread()
 
 
 def Init():
@@ -56,7 +56,7 @@ def Query_thread():
 
 def Is_thread_main():
     """Return True in the thread that imported the module (the main thread)."""
-    return threading.current_thread() is _MAIN
+    return _threading.current_thread() is _MAIN
 
 
 def Finalize():
@@ -76,7 +76,7 @@ def Is_finalized():
 
 def Get_processor_name():
     """Return the name of the host this rank runs on (the topology's host name)."""
-    return os.environ.get("COC_HOST") or socket.gethostname()
+    return _os.environ.get("COC_HOST") or _socket.gethostname()
 
 
 def Get_version():
@@ -162,4 +162,3 @@ def __dir__():
 
 
 __all__ = sorted(set(globals()) & _known.KNOWN["MPI"])
-del os, socket, threading

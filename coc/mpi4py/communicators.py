@@ -92,7 +92,8 @@ def _join():
 
 
 # -- keyvals and attributes ---------------------------------------------------------------
-_keyvals = {}          # keyval -> (copy_fn, delete_fn)
+_keyvals = {}          # keyval -> (copy_fn, delete_fn); kept after Free_keyval for the
+_freed_keyvals = set()  # attributes still set under it (MPI deletes them with their comm)
 
 
 def _translating(cls):
@@ -247,7 +248,7 @@ class Comm(Refuses):
     @classmethod
     def Free_keyval(cls, keyval):
         """Forget ``keyval``; return ``KEYVAL_INVALID``."""
-        _keyvals.pop(keyval, None)
+        _freed_keyvals.add(keyval)
         return KEYVAL_INVALID
 
 
@@ -342,6 +343,9 @@ class Intracomm(Comm):
     def Delete_attr(self, keyval):
         """Remove the attribute, calling the key's ``delete_fn(comm, keyval, value)``."""
         self._check_keyval(keyval)
+        self._delete_attr(keyval)
+
+    def _delete_attr(self, keyval):
         value = self._attrs.pop(keyval, None)
         delete = _keyvals[keyval][1]
         if delete is not None:
@@ -349,7 +353,7 @@ class Intracomm(Comm):
 
     @staticmethod
     def _check_keyval(keyval):
-        if keyval not in _keyvals:
+        if keyval not in _keyvals or keyval in _freed_keyvals:
             raise Exception(CODES["ERR_KEYVAL"], f"invalid attribute key {keyval}")
 
     def _copy_attrs(self, new):
@@ -752,7 +756,7 @@ class Intracomm(Comm):
         if self is COMM_WORLD or self is COMM_SELF:
             raise Exception(CODES["ERR_COMM"], "MPI.COMM_WORLD and MPI.COMM_SELF cannot be freed")
         for keyval in list(self._attrs):
-            self.Delete_attr(keyval)
+            self._delete_attr(keyval)
         self._c.Free()
         self._c = _NULL
 

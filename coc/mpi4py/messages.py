@@ -93,7 +93,7 @@ def vector(spec, size):
     if spec is None or spec is IN_PLACE:
         return spec
     if not isinstance(spec, (list, tuple)):
-        return message(spec)
+        spec = [spec]
     buf, rest = spec[0], list(spec[1:])
     dtype = dtype_of(rest[-1]) if rest else None
     if dtype is not None:
