@@ -5,7 +5,10 @@
 the very modules :mod:`coc.mpi4py` and :mod:`coc.mpi4py.MPI`, and ``python -m mpi4py`` run
 :mod:`coc.mpi4py.__main__`. Without it, importing mpi4py stops the rank with an error that
 says how to run the program: the real mpi4py, started by coc-run rather than by an MPI
-launcher, would give every rank a one-rank world of its own and silently wrong results.
+launcher, would give every rank a one-rank world of its own and silently wrong results. A
+program that joined the job through coc's own API first (``coc.init()``) knows where it
+runs and gets the real mpi4py (for instance the site's MPI under the ``mpiexec`` spawner), as
+does every rank with ``COC_MPI4PY=real``.
 
 coc itself still reaches the real mpi4py (the site's MPI, ``COC_SITE_MPI=1``) through
 :func:`real_mpi`.
@@ -47,6 +50,8 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if not _ours(name):
             return None
         if self.mode != "coc":
+            if _joined():
+                return None              # a coc program that joined first: the real mpi4py
             raise LaunchError(f"rank {os.environ.get('COC_RANK', '?')}: {GUARD}")
         if name == "mpi4py.__main__":
             origin = importlib.util.find_spec("coc.mpi4py.__main__").origin
@@ -64,6 +69,12 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         """Nothing to run: :meth:`create_module` returned an imported module."""
 
 
+def _joined():
+    """Return True once this process joined the job through coc's own API."""
+    world = sys.modules.get("coc.comm.world")
+    return world is not None and world.initialized()
+
+
 def installed():
     """Return the installed hook, or None."""
     return next((f for f in sys.meta_path if isinstance(f, _Finder)), None)
@@ -72,11 +83,14 @@ def installed():
 def install(environ=None):
     """Under coc-run (``COC_RANK`` set), put the hook first; its mode from ``COC_MPI4PY``.
 
-    Returns the mode (``"coc"`` or ``"guard"``), or None outside coc-run.
+    ``COC_MPI4PY=1``: coc's layer; unset: the guard; ``real``: no hook (the program knows
+    what the real mpi4py gives it under coc-run). Returns the mode, or None outside coc-run.
     """
     environ = os.environ if environ is None else environ
     if "COC_RANK" not in environ:
         return None
+    if environ.get(MODE_VARIABLE) == "real":
+        return "real"
     finder = installed()
     if finder is None:
         finder = _Finder("coc" if environ.get(MODE_VARIABLE) == "1" else "guard")
@@ -98,6 +112,12 @@ def real_mpi():
     finder = installed()
     if finder is None:
         return importlib.import_module("mpi4py.MPI")
+    if finder.mode != "coc":           # the guard: no program modules to keep apart
+        sys.meta_path.remove(finder)
+        try:
+            return importlib.import_module("mpi4py.MPI")
+        finally:
+            sys.meta_path.insert(0, finder)
     if "MPI" not in _real:
         program = {k: sys.modules.pop(k) for k in list(sys.modules) if _ours(k)}
         sys.meta_path.remove(finder)

@@ -1,0 +1,131 @@
+"""What the mpi4py compatibility mode costs over coc's own API: ping-pong, same job, as ratios.
+
+One ``coc-run --mpi4py`` job of two ranks measures both, interleaved repetition by
+repetition so that both see the same machine: the mode as an mpi4py program writes it
+(``comm.Send([buf, MPI.BYTE], ...)`` on ``MPI.COMM_WORLD``) and coc's own communicator
+behind it (``comm.Send(buf, ...)`` on ``coc.mpi4py.coc_communicator(MPI.COMM_WORLD)``).
+Two placements: both ranks on host a1 (shared memory, where a per-call cost shows most)
+and one rank per site (through the gateway daemons).
+
+Prints, per placement and size, the median half round trip of each API, the spread
+(min..max over the repetitions) and the ratio mode / coc (the issue's target: <= 1.10).
+
+Run: ``python benchmarks/mpi4py_mode.py [--repeat N] [--json FILE]``. Run by coc-run, the
+same file is one rank (``--rank``).
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+SIZES = [8, 1 << 20]
+PLACEMENTS = {"same host": ["--site", "a=2"], "two sites": ["--site", "a=1", "--site", "b=1"]}
+TIMEOUT = 600
+
+
+def _iterations(size):
+    return 2000 if size <= 4096 else 200
+
+
+def rank_main(repeat):
+    """Measure both APIs in this job; rank 0 prints the results as one JSON line."""
+    import numpy as np
+    from mpi4py import MPI
+
+    import coc.mpi4py
+
+    mode = MPI.COMM_WORLD
+    own = coc.mpi4py.coc_communicator(mode)
+    rank = mode.Get_rank()
+    peer = 1 - rank
+    results = {}
+    for size in SIZES:
+        buf = np.zeros(size, np.uint8)
+        message = [buf, MPI.BYTE]
+
+        def mode_pingpong():
+            if rank == 0:
+                mode.Send(message, peer, 1)
+                mode.Recv(message, peer, 1)
+            else:
+                mode.Recv(message, peer, 1)
+                mode.Send(message, peer, 1)
+
+        def own_pingpong():
+            if rank == 0:
+                own.Send(buf, peer, 1)
+                own.Recv(buf, peer, 1)
+            else:
+                own.Recv(buf, peer, 1)
+                own.Send(buf, peer, 1)
+
+        times = {"mode": [], "coc": []}
+        iterations = _iterations(size)
+        for body in (mode_pingpong, own_pingpong):       # warm up both paths
+            for _ in range(10):
+                body()
+        for _ in range(repeat):
+            for name, body in (("mode", mode_pingpong), ("coc", own_pingpong)):
+                mode.Barrier()
+                start = MPI.Wtime()
+                for _ in range(iterations):
+                    body()
+                times[name].append((MPI.Wtime() - start) / iterations / 2)
+        results[size] = times
+    if rank == 0:
+        print(json.dumps(results), flush=True)
+
+
+def _job(placement, repeat):
+    cmd = [sys.executable, "-m", "coc.launcher.cli", "--mpi4py", *PLACEMENTS[placement],
+           "--timeout", str(TIMEOUT), sys.executable, __file__, "--rank", "--repeat",
+           str(repeat)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 60)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("{"))
+    return {int(size): times for size, times in json.loads(line).items()}
+
+
+def _us(seconds):
+    return f"{seconds * 1e6:.1f}"
+
+
+def report(results):
+    """Return the table of medians, spreads and ratios."""
+    lines = ["| placement | size | coc API µs (min..max) | mpi4py mode µs (min..max) | "
+             "mode / coc |", "|---|---:|---:|---:|---:|"]
+    for placement, by_size in results.items():
+        for size, times in by_size.items():
+            coc, mode = times["coc"], times["mode"]
+            ratio = statistics.median(mode) / statistics.median(coc)
+            lines.append(f"| {placement} | {'8 B' if size == 8 else '1 MiB'} | "
+                         f"{_us(statistics.median(coc))} ({_us(min(coc))}..{_us(max(coc))}) | "
+                         f"{_us(statistics.median(mode))} ({_us(min(mode))}..{_us(max(mode))})"
+                         f" | {ratio:.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--repeat", type=int, default=11, help="repetitions per API (11)")
+    parser.add_argument("--json", metavar="FILE", help="also write the raw times here")
+    args = parser.parse_args(argv)
+    if args.rank:
+        rank_main(args.repeat)
+        return 0
+    results = {placement: _job(placement, args.repeat) for placement in PLACEMENTS}
+    print("half round trip, median over repetitions (min..max); 'mode' = "
+          "comm.Send([buf, MPI.BYTE]) under coc-run --mpi4py, 'coc' = coc's Communicator")
+    print(report(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
