@@ -43,23 +43,20 @@ def rank_main(repeat):
     results = {}
     for size in SIZES:
         buf = np.zeros(size, np.uint8)
-        message = [buf, MPI.BYTE]
 
-        def mode_pingpong():
+        def pingpong(comm, message):
             if rank == 0:
-                mode.Send(message, peer, 1)
-                mode.Recv(message, peer, 1)
+                comm.Send(message, peer, 1)
+                comm.Recv(message, peer, 1)
             else:
-                mode.Recv(message, peer, 1)
-                mode.Send(message, peer, 1)
+                comm.Recv(message, peer, 1)
+                comm.Send(message, peer, 1)
+
+        def mode_pingpong(message=[buf, MPI.BYTE]):      # as an mpi4py program writes it
+            pingpong(mode, message)
 
         def own_pingpong():
-            if rank == 0:
-                own.Send(buf, peer, 1)
-                own.Recv(buf, peer, 1)
-            else:
-                own.Recv(buf, peer, 1)
-                own.Send(buf, peer, 1)
+            pingpong(own, buf)
 
         times = {"mode": [], "coc": []}
         iterations = _iterations(size)

@@ -219,12 +219,7 @@ class Request(Refuses):
         index, first = Request.waitany(requests, _status_at(statuses, 0))
         if index == UNDEFINED:
             return None, None
-        indices, objects = [index], [first]
-        for i, r in enumerate(requests):
-            if r._r is not None and r._r.get_status():
-                indices.append(i)
-                objects.append(r.wait(_status_at(statuses, len(indices) - 1)))
-        return indices, objects
+        return _complete(requests, statuses, [index], [first])
 
     @staticmethod
     def Waitsome(requests, statuses=None):
@@ -236,12 +231,7 @@ class Request(Refuses):
         """Return ``(indices, objects)`` of the complete requests (None when none is active)."""
         if all(r._r is None for r in requests):
             return None, None
-        indices, objects = [], []
-        for i, r in enumerate(requests):
-            if r._r is not None and r._r.get_status():
-                indices.append(i)
-                objects.append(r.wait(_status_at(statuses, len(indices) - 1)))
-        return indices, objects
+        return _complete(requests, statuses, [], [])
 
     @staticmethod
     def Testsome(requests, statuses=None):
@@ -251,6 +241,15 @@ class Request(Refuses):
     def __repr__(self):
         state = "inactive" if self._r is None else "active"
         return f"<coc.mpi4py.MPI.Request {state}>"
+
+
+def _complete(requests, statuses, indices, objects):
+    """Append the index and object of every request complete now; return both lists."""
+    for i, r in enumerate(requests):
+        if r._r is not None and r._r.get_status():
+            indices.append(i)
+            objects.append(r.wait(_status_at(statuses, len(indices) - 1)))
+    return indices, objects
 
 
 def _status_at(statuses, i):

@@ -19,25 +19,21 @@ if rank == 0:
     results, status = {}, MPI.Status()
     tasks = iter(range(TASKS))
     busy = 0
-    for worker in range(1, size):             # one task to each worker to start
+
+    def hand_out(worker):
+        """Send the next task to ``worker``, or tell it to stop; return 1 if it got a task."""
         task = next(tasks, None)
-        if task is None:
-            comm.send(None, dest=worker, tag=STOP)
-        else:
-            comm.send(task, dest=worker, tag=WORK)
-            busy += 1
+        comm.send(task, dest=worker, tag=STOP if task is None else WORK)
+        return task is not None
+
+    for worker in range(1, size):             # one task to each worker to start
+        busy += hand_out(worker)
     while busy:
         task, value = comm.recv(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status)
         worker = status.Get_source()
         assert status.Get_tag() == WORK and value == work(task), (worker, task, value)
         results[task] = value
-        busy -= 1
-        task = next(tasks, None)
-        if task is None:
-            comm.send(None, dest=worker, tag=STOP)
-        else:
-            comm.send(task, dest=worker, tag=WORK)
-            busy += 1
+        busy += hand_out(worker) - 1
     for task in tasks:                        # no workers: the master works alone
         results[task] = work(task)
     print(f"{len(results)} tasks done, checksum {sum(results.values())}")
