@@ -59,6 +59,8 @@ class _Null:
     """coc side of ``COMM_NULL`` and freed communicators: every use is ``ERR_COMM``."""
 
     def __getattr__(self, name):
+        if name.startswith("__"):            # introspection (doctest, copy) is not a use
+            raise AttributeError(name)
         raise Exception(CODES["ERR_COMM"], "invalid communicator (MPI.COMM_NULL or freed)")
 
 
@@ -69,6 +71,8 @@ class _Joining:
         self._which = which
 
     def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
         _join()
         return getattr(COMM_WORLD._c if self._which == "world" else COMM_SELF._c, name)
 

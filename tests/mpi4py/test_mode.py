@@ -23,7 +23,7 @@ def test_ranks_run_on_both_sites_and_messages_cross_them():
     sites = {int(r[1]): r[5] for r in rows}
     assert sites == {0: "a", 1: "a", 2: "b", 3: "b"}
     assert {r[3] for r in rows} == {"a1", "b1"}            # Get_processor_name: the host
-    assert sum(int(r[7]) for r in rows) >= 2                # the ring crossed between sites
+    assert sum(int(r[8]) for r in rows) >= 2                # the ring crossed between sites
 
 
 @need_mpiexec
