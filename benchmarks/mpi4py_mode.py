@@ -10,7 +10,7 @@ and one rank per site (through the gateway daemons).
 Prints, per placement and size, the median half round trip of each API, the spread
 (min..max over the repetitions) and the ratio mode / coc (the issue's target: <= 1.10).
 
-Run: ``python benchmarks/mpi4py_mode.py [--repeat N] [--json FILE]``. Run by coc-run, the
+Run: ``python benchmarks/mpi4py_mode.py [--pin] [--repeat N] [--json FILE]``. Run by coc-run, the
 same file is one rank (``--rank``).
 """
 
@@ -75,8 +75,8 @@ def rank_main(repeat):
         print(json.dumps(results), flush=True)
 
 
-def _job(placement, repeat):
-    cmd = [sys.executable, "-m", "coc.launcher.cli", "--mpi4py", *PLACEMENTS[placement],
+def _job(placement, repeat, pin):
+    cmd = [*(["taskset", "-c", "0"] if pin else []), sys.executable, "-m", "coc.launcher.cli", "--mpi4py", *PLACEMENTS[placement],
            "--timeout", str(TIMEOUT), sys.executable, __file__, "--rank", "--repeat",
            str(repeat)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 60)
@@ -109,14 +109,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--repeat", type=int, default=11, help="repetitions per API (11)")
+    parser.add_argument("--pin", action="store_true",
+                        help="run every process on CPU 0 (taskset -c 0): software paths only")
     parser.add_argument("--json", metavar="FILE", help="also write the raw times here")
     args = parser.parse_args(argv)
     if args.rank:
         rank_main(args.repeat)
         return 0
-    results = {placement: _job(placement, args.repeat) for placement in PLACEMENTS}
-    print("half round trip, median over repetitions (min..max); 'mode' = "
-          "comm.Send([buf, MPI.BYTE]) under coc-run --mpi4py, 'coc' = coc's Communicator")
+    results = {placement: _job(placement, args.repeat, args.pin) for placement in PLACEMENTS}
+    print(f"half round trip{', every process on CPU 0' if args.pin else ''}, median over "
+          "repetitions (min..max); 'mode' = comm.Send([buf, MPI.BYTE]) under coc-run "
+          "--mpi4py, 'coc' = coc's Communicator")
     print(report(results))
     if args.json:
         with open(args.json, "w") as f:

@@ -55,6 +55,11 @@ def message(spec):
     >>> message([np.zeros(4), BYTE]).shape, message([np.arange(6.0), (2, 3), DOUBLE])
     ((32,), array([3., 4.]))
     """
+    if type(spec) is list and len(spec) == 2 and type(spec[1]) is Datatype:   # the common case
+        buf = spec[0]
+        if type(buf) is np.ndarray and buf.dtype is spec[1].dtype:
+            return buf      # coc's calls copy a non-contiguous send, refuse such a receive
+        return _flat(buf, spec[1]._check())
     if isinstance(spec, np.ndarray):
         return spec if spec.ndim == 1 and spec.flags.c_contiguous else _flat(spec, None)
     if spec is IN_PLACE:

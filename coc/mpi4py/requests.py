@@ -111,13 +111,24 @@ class Request(Refuses):
         if inner is None:
             _empty(status)
             return None
-        value = mpi_errors(lambda: inner.wait(status))
+        try:
+            value = inner.wait(status)
+        except (ValueError, CocError) as exc:
+            raise_as_mpi(exc)
         self._r = None
         return value
 
     def Wait(self, status=None):
         """Wait for completion, filling ``status``; return True."""
-        self.wait(status)
+        inner = self._r
+        if inner is None:
+            _empty(status)
+            return True
+        try:
+            inner.wait(status)
+        except (ValueError, CocError) as exc:
+            raise_as_mpi(exc)
+        self._r = None
         return True
 
     def test(self, status=None):
