@@ -76,9 +76,9 @@ def rank_main(repeat):
 
 
 def _job(placement, repeat, pin):
-    cmd = [*(["taskset", "-c", "0"] if pin else []), sys.executable, "-m", "coc.launcher.cli", "--mpi4py", *PLACEMENTS[placement],
-           "--timeout", str(TIMEOUT), sys.executable, __file__, "--rank", "--repeat",
-           str(repeat)]
+    cmd = [*(["taskset", "-c", "0"] if pin else []), sys.executable, "-m", "coc.launcher.cli",
+           "--mpi4py", *PLACEMENTS[placement], "--timeout", str(TIMEOUT), sys.executable,
+           __file__, "--rank", "--repeat", str(repeat)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 60)
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")

@@ -17,6 +17,7 @@ from coc.comm.buffers import IN_PLACE
 from coc.comm.collectives import base, flat
 from coc.comm.communicator import (ANY_SOURCE, ANY_TAG, MAX_TAG, PROC_NULL, UNDEFINED,
                                    Communicator)
+from coc.comm.communicator import _op
 from coc.comm.ops import SUM
 from coc.mpi4py._known import Refuses
 from coc.mpi4py.errors import CODES, Exception
@@ -785,11 +786,6 @@ class Intracomm(Comm):
         self._c = _NULL
 
     free = Free
-
-
-def _op(op):
-    from coc.comm.communicator import _op as as_op
-    return as_op(op)
 
 
 def _store(out, result):
