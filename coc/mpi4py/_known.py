@@ -1,11 +1,11 @@
 """The names mpi4py 4 offers, by namespace: what coc's compatibility layer knows to refuse.
 
 A name listed here that the layer does not implement raises ``NotImplementedError`` naming
-it (never an ``AttributeError`` that reads like a typo, never a silent no-op); a name not
+it (:func:`refusing`) (never an ``AttributeError`` that reads like a typo, never a silent no-op); a name not
 listed is not mpi4py's and raises ``AttributeError``.
 """
 
-__all__ = ["KNOWN", "Refuses", "unsupported"]
+__all__ = ["KNOWN", "refusing", "unsupported"]
 
 
 def _names(text):
@@ -125,16 +125,28 @@ KNOWN = {
 }
 
 
-class Refuses:
-    """Mixin: an mpi4py name the class does not implement raises NotImplementedError.
+class _Refused:
+    """A class attribute standing for an mpi4py name coc does not provide: reading it raises."""
 
-    Set ``_namespace`` to the key of :data:`KNOWN` the class stands for.
+    def __init__(self, namespace, name):
+        self.namespace, self.name = namespace, name
+
+    def __get__(self, obj, owner=None):
+        raise unsupported(self.namespace, self.name)
+
+
+def refusing(namespace):
+    """Class decorator: every mpi4py name of ``namespace`` the class lacks raises when read.
+
+    Class attributes, not ``__getattr__``: a class with ``__getattr__`` pays for it on every
+    attribute lookup, and these classes sit on the message path.
     """
-
-    _namespace = None
-
-    def __getattr__(self, name):
-        raise unsupported(self._namespace, name)
+    def decorate(cls):
+        for name in KNOWN[namespace]:
+            if not any(name in vars(base) for base in cls.__mro__):
+                setattr(cls, name, _Refused(namespace, name))
+        return cls
+    return decorate
 
 
 def unsupported(namespace, name):

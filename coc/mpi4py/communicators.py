@@ -19,7 +19,7 @@ from coc.comm.communicator import (ANY_SOURCE, ANY_TAG, MAX_TAG, PROC_NULL, UNDE
                                    Communicator)
 from coc.comm.communicator import _op
 from coc.comm.ops import SUM
-from coc.mpi4py._known import Refuses
+from coc.mpi4py._known import refusing
 from coc.mpi4py.errors import CODES, Exception
 from coc.mpi4py.messages import message, vector
 from coc.errors import CocError
@@ -128,10 +128,9 @@ def _translated(function):
     return method
 
 
-class Group(Refuses):
+@refusing("Group")
+class Group:
     """An ordered set of processes (mpi4py's ``Group``): ranks, inclusion, set operations."""
-
-    _namespace = "Group"
 
     def __init__(self, members, me):
         self._members, self._me = tuple(members), me     # world ranks; this process's
@@ -226,10 +225,8 @@ GROUP_EMPTY = Group((), None)
 GROUP_NULL = Group((), None)
 
 
-class Comm(Refuses):
+class Comm:
     """A communicator (mpi4py's ``Comm``); the methods live on :class:`Intracomm`."""
-
-    _namespace = "Comm"
 
     def __init__(self, comm=None, name=""):
         self._c = _NULL if comm is None else comm
@@ -265,6 +262,7 @@ class Comm(Refuses):
         return KEYVAL_INVALID
 
 
+@refusing("Comm")
 @_translating
 class Intracomm(Comm):
     """A communicator of one group of ranks: point to point, collectives, new communicators."""
@@ -801,6 +799,6 @@ def _chain(*steps):
     return result
 
 
-COMM_NULL = Comm()
+COMM_NULL = Intracomm(None, "MPI_COMM_NULL")
 COMM_WORLD = Intracomm(_Joining("world"), "MPI_COMM_WORLD")
 COMM_SELF = Intracomm(_Joining("self"), "MPI_COMM_SELF")

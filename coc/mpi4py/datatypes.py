@@ -6,15 +6,15 @@ typechar; derived datatypes (``Create_vector`` ...) are not provided and say so.
 
 import numpy as np
 
-from coc.mpi4py._known import Refuses
+from coc.mpi4py._known import refusing
 
 __all__ = ["Datatype", "PREDEFINED", "of_dtype", "instances"]
 
 
-class Datatype(Refuses):
+@refusing("Datatype")
+class Datatype:
     """A predefined MPI datatype: its NumPy dtype, size and typechar (mpi4py's ``Datatype``)."""
 
-    _namespace = "Datatype"
     __slots__ = ("name", "dtype")
 
     def __init__(self, name, dtype):

@@ -9,16 +9,15 @@ the result, as mpi4py does.
 import numpy as np
 
 from coc.comm import ops as coc_ops
-from coc.mpi4py._known import Refuses
+from coc.mpi4py._known import refusing
 from coc.mpi4py.datatypes import of_dtype
 
 __all__ = ["Op", "PREDEFINED"]
 
 
-class Op(Refuses, coc_ops.Op):
+@refusing("Op")
+class Op(coc_ops.Op):
     """A reduction operation (mpi4py's ``Op``); coc's collectives take it as they take coc's."""
-
-    _namespace = "Op"
 
     @classmethod
     def Create(cls, function, commute=False):

@@ -10,7 +10,7 @@ import numpy as np
 from coc.comm import request as coc_request
 from coc.comm.communicator import ANY_TAG, PROC_NULL, UNDEFINED
 from coc.errors import CocError
-from coc.mpi4py._known import Refuses
+from coc.mpi4py._known import refusing
 from coc.mpi4py.errors import from_error
 from coc.mpi4py.messages import dtype_of, message
 
@@ -34,10 +34,10 @@ def raise_as_mpi(exc):
     raise mpi from exc
 
 
-class Status(Refuses, coc_request.Status):
+@refusing("Status")
+class Status(coc_request.Status):
     """Source, tag, size, error and cancellation of a completed operation (mpi4py's ``Status``)."""
 
-    _namespace = "Status"
     __slots__ = ()
 
     def __init__(self, status=None):
@@ -81,13 +81,13 @@ class Status(Refuses, coc_request.Status):
         return f"<coc.mpi4py.MPI.Status source={self.source} tag={self.tag} count={self.count}>"
 
 
-class Request(Refuses):
+@refusing("Request")
+class Request:
     """A non-blocking operation (mpi4py's ``Request``): ``Wait``/``Test`` and friends.
 
     Wraps one of coc's requests; once completed through this object it is inactive.
     """
 
-    _namespace = "Request"
     __slots__ = ("_r",)
 
     def __init__(self, request=None):
@@ -273,14 +273,14 @@ def _empty(status):
         status._fill(coc_request.Status(PROC_NULL, ANY_TAG, 0))
 
 
-class Message(Refuses):
+@refusing("Message")
+class Message:
     """A message taken off the queue by ``mprobe``/``Mprobe``; receive it with ``recv``/``Recv``.
 
     coc posts the receive for exactly the probed source and tag at probe time: messages of
     one source and tag never overtake each other, so that receive takes the probed message.
     """
 
-    _namespace = "Message"
     __slots__ = ("_r", "_buffer")
 
     def __init__(self, request=None, buffer=None):
