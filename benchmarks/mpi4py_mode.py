@@ -10,7 +10,9 @@ and one rank per site (through the gateway daemons).
 Prints, per placement and size, the median half round trip of each API over many short
 timed blocks, the spread (min..max over the blocks) and the ratios mode / coc of the medians
 and of the best blocks (the issue's target: <= 1.10). On a loaded machine the best blocks
-show the software paths; the medians show what the load did to both.
+show the software paths; the medians show what the load did to both. Last, what the mode
+adds to one ``Send``/``Recv`` call with the transport taken out (a stand-in that does
+nothing), which load does not blur as much.
 
 Run: ``python benchmarks/mpi4py_mode.py [--pin] [--repeat N] [--json FILE]``. Run by coc-run, the
 same file is one rank (``--rank``).
@@ -78,6 +80,38 @@ def rank_main(repeat):
         print(json.dumps(results), flush=True)
 
 
+class _NoTransport:
+    """A stand-in for coc's communicator whose calls do nothing: isolates what the mode adds."""
+
+    def Send(self, buf, dest, tag):
+        pass
+
+    def Recv(self, buf, source, tag, status):
+        pass
+
+
+def call_cost():
+    """Return ``{call: µs}``: what one mode call costs beyond coc's call, best of 7 x 20000."""
+    import timeit
+
+    import numpy as np
+
+    from coc.mpi4py import MPI
+    from coc.mpi4py.communicators import Intracomm
+
+    stub = _NoTransport()
+    comm = Intracomm(stub, "stub")
+    buf = np.zeros(8, np.uint8)
+    message = [buf, MPI.BYTE]
+    calls = {"Send([buf, MPI.BYTE])": (lambda: comm.Send(message, 0, 1),
+                                       lambda: stub.Send(buf, 0, 1)),
+             "Recv([buf, MPI.BYTE])": (lambda: comm.Recv(message, 0, 1),
+                                       lambda: stub.Recv(buf, 0, 1, None))}
+    return {name: (min(timeit.repeat(mode, number=20000, repeat=7))
+                   - min(timeit.repeat(own, number=20000, repeat=7))) / 20000 * 1e6
+            for name, (mode, own) in calls.items()}
+
+
 def _job(placement, repeat, pin):
     cmd = [*(["taskset", "-c", "0"] if pin else []), sys.executable, "-m", "coc.launcher.cli",
            "--mpi4py", *PLACEMENTS[placement], "--timeout", str(TIMEOUT), sys.executable,
@@ -127,9 +161,12 @@ def main(argv=None):
           "repetitions (min..max); 'mode' = comm.Send([buf, MPI.BYTE]) under coc-run "
           "--mpi4py, 'coc' = coc's Communicator")
     print(report(results))
+    costs = call_cost()
+    print("what the mode adds per call, beyond coc's own call (no transport; best of 7 x "
+          "20000): " + ", ".join(f"{name} {us:.2f} µs" for name, us in costs.items()))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump({"pingpong": results, "call_cost_us": costs}, f, indent=1)
     return 0
 
 
