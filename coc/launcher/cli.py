@@ -17,8 +17,8 @@ from coc.launcher.control import HELLO_TIMEOUT, Job
 from coc.launcher.environment import parse_exports, scheduler_allocation
 from coc.launcher.output import OutputSink
 from coc.launcher.profiles import load_profile, merge_settings
-from coc.mpi4py import hook
 from coc.launcher.plan import format_plan, make_plan
+from coc.mpi4py import hook
 from coc.topology.hostlist import compress
 
 __all__ = ["main", "build_parser", "split_command", "rank_command"]
