@@ -337,12 +337,22 @@ class Intracomm(Comm):
     # -- attributes -----------------------------------------------------------------------
     def Get_attr(self, keyval):
         """Return the attribute stored under ``keyval`` (None if unset)."""
-        predefined = {TAG_UB: MAX_TAG, IO: ANY_SOURCE, WTIME_IS_GLOBAL: False,
-                      APPNUM: None, UNIVERSE_SIZE: None}
+        if keyval == TAG_UB:
+            return self._tag_ub()
+        if keyval == UNIVERSE_SIZE:
+            return COMM_WORLD.Get_size()
+        predefined = {IO: ANY_SOURCE, WTIME_IS_GLOBAL: False, APPNUM: None}
         if keyval in predefined:
-            return predefined[keyval] if keyval != UNIVERSE_SIZE else COMM_WORLD.Get_size()
+            return predefined[keyval]
         self._check_keyval(keyval)
         return self._attrs.get(keyval)
+
+    def _tag_ub(self):
+        """Return the largest tag: coc's, or the site's MPI's when that carries messages."""
+        site_mpi = self._c._world.site_mpi
+        if site_mpi is None:
+            return MAX_TAG
+        return min(MAX_TAG, site_mpi.MPI.COMM_WORLD.Get_attr(site_mpi.MPI.TAG_UB))
 
     def Set_attr(self, keyval, attrval):
         """Store ``attrval`` under ``keyval`` (a key from ``Create_keyval``)."""
