@@ -17,6 +17,13 @@ def test_without_the_mode_an_mpi4py_program_stops_saying_how_to_run_it():
     assert "coc-run --mpi4py" in proc.stderr and "one-rank world" in proc.stderr
 
 
+def test_coc_mpi4py_real_asks_for_the_real_mpi4py():
+    """The way out for a program that knows what the real mpi4py gives it under coc-run."""
+    out = ok(coc_run(1, "python", PROGRAMS / "plain.py", mode=False,
+                     options=["-x", "COC_MPI4PY=real"]))
+    assert out == "rank 0 of 1\n"
+
+
 def test_ranks_run_on_both_sites_and_messages_cross_them():
     out = ok(coc_run(4, "python", PROGRAMS / "where.py"))
     rows = [line.split() for line in out.splitlines()]
