@@ -28,8 +28,8 @@ __all__ = ["MODE_VARIABLE", "install", "installed", "real_mpi", "real_available"
 #: The rank environment variable that turns the compatibility mode on.
 MODE_VARIABLE = "COC_MPI4PY"
 
-GUARD = ("this program imports mpi4py, but coc-run starts ranks without an MPI launcher, so "
-         "the real mpi4py would give every rank a one-rank world of its own. Run it as "
+GUARD = ("this program imports mpi4py, but coc-run's ranks are not one MPI job: the real "
+         "mpi4py would give every rank (or every site) a world of its own. Run it as "
          "`coc-run --mpi4py ...`: coc's mpi4py compatibility mode (docs/api.md)")
 
 _SUBMODULES = {"MPI"}

@@ -14,7 +14,7 @@ def test_without_the_mode_an_mpi4py_program_stops_saying_how_to_run_it():
     proc = coc_run(2, "python", PROGRAMS / "plain.py", mode=False)
     assert proc.returncode != 0
     assert "rank 0 of 1" not in proc.stdout
-    assert "coc-run --mpi4py" in proc.stderr and "one-rank world" in proc.stderr
+    assert "coc-run --mpi4py" in proc.stderr and "world of its own" in proc.stderr
 
 
 def test_coc_mpi4py_real_asks_for_the_real_mpi4py():
