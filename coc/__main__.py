@@ -15,6 +15,7 @@ import time
 import traceback
 
 from coc.errors import PeerLost
+from coc.mpi4py import hook
 
 _USAGE = "usage: python -m coc (program.py | -m module) [args ...]"
 
@@ -75,6 +76,7 @@ def main(argv=None):
     if not argv or argv == ["-m"]:
         print(_USAGE, file=sys.stderr)
         return 2
+    hook.install()           # under coc-run: `import mpi4py` gets coc's layer or a clear stop
     if argv[0] == "-m":
         target, sys.argv = argv[1], argv[1:]
         sys.path.insert(0, os.getcwd())          # as ``python -m module`` does

@@ -14,12 +14,12 @@ from MPI: ranks, the secret, engine addresses and direct routes; ``COC_SITE`` pe
 a site, hence MPI.
 """
 
-import importlib.util
 import os
 import secrets
 import socket
 import time
 
+from coc.mpi4py import hook
 from coc.routes import parse_routes
 
 __all__ = ["enabled", "SiteMPI", "bootstrap", "PartStatus"]
@@ -29,8 +29,7 @@ _POLL_SLEEP = 20e-6      # seconds between polls of a receive that waits on two 
 
 def enabled():
     """Return True when ``COC_SITE_MPI=1`` and mpi4py is importable."""
-    return (os.environ.get("COC_SITE_MPI") == "1"
-            and importlib.util.find_spec("mpi4py") is not None)
+    return os.environ.get("COC_SITE_MPI") == "1" and hook.real_available()
 
 
 class PartStatus:
@@ -149,7 +148,7 @@ class SiteMPI:
     """The MPI job this process belongs to, seen from coc: which world ranks it reaches."""
 
     def __init__(self, world):
-        from mpi4py import MPI
+        MPI = hook.real_mpi()             # the real one, even under coc-run --mpi4py
         self.MPI, self.world = MPI, world
         pairs = MPI.COMM_WORLD.allgather((world.rank, world.site))
         self.mpi_rank_of = {r: i for i, (r, s) in enumerate(pairs) if s == world.site}
@@ -192,9 +191,8 @@ class SiteMPI:
 
 def bootstrap():
     """Build the job from a plain ``mpiexec`` start; return ``(engine, me)`` like coc-run's."""
-    from mpi4py import MPI
-
     from coc._native import engine as native
+    MPI = hook.real_mpi()
     w = MPI.COMM_WORLD
     secret = w.bcast(secrets.token_bytes(32) if w.rank == 0 else None, root=0)
     eng = native.Engine(w.rank, secret, listen_host=os.environ.get("COC_LISTEN_HOST",

@@ -182,8 +182,8 @@ def init():
 
 
 def _mpi_size():
-    from mpi4py import MPI
-    return MPI.COMM_WORLD.Get_size()
+    from coc.mpi4py import hook
+    return hook.real_mpi().COMM_WORLD.Get_size()
 
 
 def initialized():

@@ -20,6 +20,7 @@ from coc.launcher.latency import parse_delays
 from coc.launcher.output import OutputSink
 from coc.launcher.profiles import load_profile, merge_settings
 from coc.launcher.plan import format_plan, make_plan
+from coc.mpi4py import hook
 from coc.topology.hostlist import compress
 from coc.pycommand import python_argv
 
@@ -61,6 +62,9 @@ _OPTIONS = [
     (("--batch",), dict(action="store_true",
                         help="submit one batch job per site from launcher/ templates, wait "
                              "until all run, then run the job in them")),
+    (("--mpi4py",), dict(action="store_true",
+                         help="mpi4py compatibility mode: `import mpi4py` in the ranks gives "
+                              "coc's mpi4py (docs/api.md)")),
     (("--dry-run",), dict(action="store_true",
                           help="print the plan (and with --batch the job scripts) and stop")),
 ]
@@ -189,6 +193,14 @@ def testbed_topology(name):
     return record.get("topology") or name
 
 
+def _exports(args):
+    """Return the variables every rank gets from ``-x`` and ``--mpi4py``."""
+    exports = parse_exports(args.export)
+    if args.mpi4py:
+        exports[hook.MODE_VARIABLE] = "1"
+    return exports
+
+
 def plan_job(args, command):
     """Return the :class:`~coc.launcher.plan.Plan` for parsed options and a program."""
     if not command or command == ["-m"]:
@@ -217,7 +229,7 @@ def plan_job(args, command):
     plan = make_plan(G, rank_command(command), n=args.n, site_counts=sites, limits=limits,
                      hosts_from=hosts_from, oversubscribe=args.oversubscribe,
                      spawners=dict(_pairs(args.spawner, "--spawner")),
-                     exports=parse_exports(args.export), settings=merge_settings(*layers),
+                     exports=_exports(args), settings=merge_settings(*layers),
                      delays=parse_delays(args.delay), testbed=bool(args.testbed))
     plan.warnings = list(dict.fromkeys(str(w.message) for w in caught
                                        if issubclass(w.category, TopologyWarning)))

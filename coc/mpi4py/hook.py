@@ -1,0 +1,130 @@
+"""``import mpi4py`` in a rank of ``coc-run``: coc's compatibility layer, or a clear stop.
+
+``python -m coc`` (how coc-run starts every Python rank) calls :func:`install`. With
+``COC_MPI4PY=1`` (``coc-run --mpi4py``) an import hook makes ``mpi4py`` and ``mpi4py.MPI``
+the very modules :mod:`coc.mpi4py` and :mod:`coc.mpi4py.MPI`, and ``python -m mpi4py`` run
+:mod:`coc.mpi4py.__main__`. Without it, importing mpi4py stops the rank with an error that
+says how to run the program: the real mpi4py, started by coc-run rather than by an MPI
+launcher, would give every rank a one-rank world of its own and silently wrong results. A
+program that joined the job through coc's own API first (``coc.init()``) knows where it
+runs and gets the real mpi4py (for instance the site's MPI under the ``mpiexec`` spawner), as
+does every rank with ``COC_MPI4PY=real``.
+
+coc itself still reaches the real mpi4py (the site's MPI, ``COC_SITE_MPI=1``) through
+:func:`real_mpi`.
+"""
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+from coc.errors import LaunchError
+
+__all__ = ["MODE_VARIABLE", "install", "installed", "real_mpi", "real_available"]
+
+#: The rank environment variable that turns the compatibility mode on.
+MODE_VARIABLE = "COC_MPI4PY"
+
+GUARD = ("this program imports mpi4py, but coc-run's ranks are not one MPI job: the real "
+         "mpi4py would give every rank (or every site) a world of its own. Run it as "
+         "`coc-run --mpi4py ...`: coc's mpi4py compatibility mode (docs/api.md)")
+
+_SUBMODULES = {"MPI"}
+_real = {}
+
+
+def _ours(name):
+    return name == "mpi4py" or name.startswith("mpi4py.")
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``mpi4py`` and ``mpi4py.*`` first: coc's modules (mode "coc") or an error."""
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def find_spec(self, name, path=None, target=None):
+        if not _ours(name):
+            return None
+        if self.mode != "coc":
+            if _joined():
+                return None              # a coc program that joined first: the real mpi4py
+            raise LaunchError(f"rank {os.environ.get('COC_RANK', '?')}: {GUARD}")
+        if name == "mpi4py.__main__":
+            origin = importlib.util.find_spec("coc.mpi4py.__main__").origin
+            return importlib.util.spec_from_file_location(name, origin)
+        sub = name.partition(".")[2]
+        if sub and sub not in _SUBMODULES:
+            raise NotImplementedError(f"{name} is not supported by coc's mpi4py "
+                                      "compatibility mode (only mpi4py.MPI; docs/api.md)")
+        return importlib.machinery.ModuleSpec(name, self, is_package=not sub)
+
+    def create_module(self, spec):
+        return importlib.import_module("coc." + spec.name)   # the module itself, not a copy
+
+    def exec_module(self, module):
+        """Nothing to run: :meth:`create_module` returned an imported module."""
+
+
+def _joined():
+    """Return True once this process joined the job through coc's own API."""
+    world = sys.modules.get("coc.comm.world")
+    return world is not None and world.initialized()
+
+
+def installed():
+    """Return the installed hook, or None."""
+    return next((f for f in sys.meta_path if isinstance(f, _Finder)), None)
+
+
+def install(environ=None):
+    """Under coc-run (``COC_RANK`` set), put the hook first; its mode from ``COC_MPI4PY``.
+
+    ``COC_MPI4PY=1``: coc's layer; unset: the guard; ``real``: no hook (the program knows
+    what the real mpi4py gives it under coc-run). Returns the mode, or None outside coc-run.
+    """
+    environ = os.environ if environ is None else environ
+    if "COC_RANK" not in environ:
+        return None
+    if environ.get(MODE_VARIABLE) == "real":
+        return "real"
+    finder = installed()
+    if finder is None:
+        finder = _Finder("coc" if environ.get(MODE_VARIABLE) == "1" else "guard")
+        sys.meta_path.insert(0, finder)
+    return finder.mode
+
+
+def real_available():
+    """Return True when the real mpi4py is installed (looked up on ``sys.path`` only)."""
+    return importlib.machinery.PathFinder.find_spec("mpi4py") is not None
+
+
+def real_mpi():
+    """Return the real ``mpi4py.MPI`` module, also while the hook is installed.
+
+    Imported with the hook set aside; afterwards ``sys.modules`` again names coc's modules,
+    so the program's ``mpi4py`` stays coc's.
+    """
+    finder = installed()
+    if finder is None:
+        return importlib.import_module("mpi4py.MPI")
+    if finder.mode != "coc":           # the guard: no program modules to keep apart
+        sys.meta_path.remove(finder)
+        try:
+            return importlib.import_module("mpi4py.MPI")
+        finally:
+            sys.meta_path.insert(0, finder)
+    if "MPI" not in _real:
+        program = {k: sys.modules.pop(k) for k in list(sys.modules) if _ours(k)}
+        sys.meta_path.remove(finder)
+        try:
+            _real["MPI"] = importlib.import_module("mpi4py.MPI")
+        finally:
+            _real.update({k: sys.modules.pop(k) for k in list(sys.modules) if _ours(k)})
+            sys.modules.update(program)
+            sys.meta_path.insert(0, finder)
+    return _real["MPI"]
