@@ -102,7 +102,8 @@ def _children_of(pid):
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            parents.setdefault(parent, []).append(int(entry.name))
     found, todo = [], [pid]
     while todo:
         for child in parents.get(todo.pop(), []):
@@ -153,7 +154,7 @@ def slope(points):
 
 
 def summarize(samples, warmup):
-    """Return ``{process: {...}}``: RSS after warm-up (first, last, max, KiB) and slope (KiB/min)."""
+    """Return ``{process: {...}}``: RSS after warm-up (first, last, max KiB), slope KiB/min."""
     table = {}
     for role, series in sorted(samples.items()):
         steady = [(t, kib) for t, kib in series if t >= warmup] or series
@@ -213,7 +214,8 @@ def format_result(result):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=600.0, help="traffic time")
-    parser.add_argument("--sites", default="a=2,b=2", help="coc-run --site values, comma separated")
+    parser.add_argument("--sites", default="a=2,b=2",
+                        help="coc-run --site values, comma separated")
     parser.add_argument("--sample", type=float, default=1.0, help="seconds between RSS samples")
     parser.add_argument("--warmup", type=float, default=60.0,
                         help="seconds left out of the slope")

@@ -3,9 +3,9 @@
 Output reaches coc-run's stdout and stderr one whole line at a time: a partial line is held
 until its newline arrives (or its process exits), so lines of different ranks never mix even
 when ranks write pieces of lines at the same time. A held line past 1 MiB waits in a
-temporary file, so coc-run's memory stays bounded whatever the length of a line. With ``--tag-output`` every line also gets
-a ``[site/host/rank]`` prefix. With ``--output-dir`` each process's streams go to their own
-files instead, unchanged.
+temporary file, so coc-run's memory stays bounded whatever the length of a line. With
+``--tag-output`` every line also gets a ``[site/host/rank]`` prefix. With ``--output-dir``
+each process's streams go to their own files instead, unchanged.
 """
 
 import sys

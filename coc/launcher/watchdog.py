@@ -39,8 +39,8 @@ def _operation(op):
 
     Examples
     --------
-    >>> _operation({"op": "recv", "peer": -1, "tag": 5, "size": 8, "comm": "COMM_WORLD (buffers)"})
-    'receive from any rank, tag 5, buffer 8 bytes, COMM_WORLD (buffers)'
+    >>> _operation({"op": "recv", "peer": -1, "tag": 5, "size": 8, "comm": "COMM_WORLD"})
+    'receive from any rank, tag 5, buffer 8 bytes, COMM_WORLD'
     """
     peer = "any rank" if op["peer"] < 0 else f"rank {op['peer']}"
     tag = "any tag" if op["tag"] < 0 else f"tag {op['tag']}"

@@ -45,7 +45,8 @@ def test_a_stall_with_pending_operations_is_reported_once_and_again_after_progre
     assert "no progress anywhere for 10 s" in report
     assert "[a/a1/0] rank 0: waits in receive from rank 1, tag 7, buffer 32 bytes" in report
     assert "[b/b1/1] rank 1: waits in receive from rank 0, tag 7" in report
-    assert f"[{gateway.site}/{gateway.host}/gateway] gateway daemon: 4096 bytes buffered" in report
+    where = f"[{gateway.site}/{gateway.host}/gateway]"
+    assert f"{where} gateway daemon: 4096 bytes buffered" in report
     clock[0] = 30.0
     dog.check()
     assert dog.stream.getvalue() == report          # once per stall
