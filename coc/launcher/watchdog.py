@@ -64,7 +64,7 @@ def format_report(plan, idle, ranks, gateways):
         answer = ranks[p.rank]
         where = f"  [{p.site}/{p.host}/{p.rank}] rank {p.rank}:"
         if answer is None:
-            lines.append(f"{where} no answer (busy outside coc?)")
+            lines.append(f"{where} no answer (stopped, or busy without releasing the GIL)")
         elif not answer.get("pending"):
             lines.append(f"{where} " + ("finalized" if answer.get("finalized")
                                          else "nothing pending"))

@@ -92,3 +92,16 @@ def test_the_report_does_not_stop_a_job_that_moves_again(coc_run):
     assert "[a/a1/0] rank 0: waits in receive from rank 1, tag 7" in done.stderr
     assert "[b/b1/1] rank 1: nothing pending" in done.stderr
     assert "received 42" in done.stdout
+
+
+def test_a_stopped_receiver_shows_as_silent_and_the_gateway_queues_hold_bytes(coc_run):
+    import re
+
+    done = coc_run("--site", "a=1", "--site", "b=1", "--watchdog", "2", "--watchdog-abort",
+                   "--timeout", "60", program("waits.py"), "--mode", "flood", timeout=90)
+    assert done.returncode == ABORT_STATUS, done.stderr
+    err = done.stderr
+    assert "[a/a1/0] rank 0: no answer" in err
+    assert "[b/b1/1] rank 1: waits in send to rank 0, tag 3, 65536 bytes" in err
+    held = [int(n) for n in re.findall(r"gateway daemon: (\d+) bytes buffered", err)]
+    assert len(held) == 2 and all(n > 0 for n in held), err
