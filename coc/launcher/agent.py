@@ -318,8 +318,9 @@ class Agent:
             except ConnectionError:
                 writer.close()
                 continue
-            child = next(c for c in self.children if c.kind == "rank" and c.ident == int(rank))
-            if child.process.returncode is not None:
+            child = next((c for c in self.children
+                          if c.kind == "rank" and c.ident == int(rank)), None)
+            if child is None or child.process.returncode is not None:
                 writer.close()
                 continue
             child.channel = writer
