@@ -49,6 +49,23 @@ def _operation(op):
     return f"receive from {peer}, {tag}, buffer {op['size']} bytes, {op.get('comm', '?')}"
 
 
+def _rank_lines(where, answer):
+    """Return a rank's report lines: one per pending operation, or why there is none."""
+    if answer is None:
+        return [f"{where} no answer (stopped, or busy without releasing the GIL)"]
+    if not answer.get("pending"):
+        return [f"{where} " + ("finalized" if answer.get("finalized") else "nothing pending")]
+    return [f"{where} waits in {_operation(op)}" for op in answer["pending"]]
+
+
+def _gateway_line(where, stats):
+    """Return a gateway daemon's report line: the bytes its forward queues hold."""
+    if stats is None:
+        return f"{where} no answer"
+    return (f"{where} {stats['forward_bytes_buffered']} bytes buffered in its forward queues, "
+            f"{stats['connections_open']} open connection(s)")
+
+
 def format_report(plan, idle, ranks, gateways):
     """Return the report's text: a headline, then one tagged line per rank and gateway.
 
@@ -59,28 +76,12 @@ def format_report(plan, idle, ranks, gateways):
     lines = [f"coc-run: watchdog: no progress anywhere for {idle:.0f} s while operations "
              "are pending:"]
     for p in plan.placements:
-        if p.rank not in ranks:
-            continue
-        answer = ranks[p.rank]
-        where = f"  [{p.site}/{p.host}/{p.rank}] rank {p.rank}:"
-        if answer is None:
-            lines.append(f"{where} no answer (stopped, or busy without releasing the GIL)")
-        elif not answer.get("pending"):
-            lines.append(f"{where} " + ("finalized" if answer.get("finalized")
-                                         else "nothing pending"))
-        else:
-            for op in answer["pending"]:
-                lines.append(f"{where} waits in {_operation(op)}")
+        if p.rank in ranks:
+            lines += _rank_lines(f"  [{p.site}/{p.host}/{p.rank}] rank {p.rank}:", ranks[p.rank])
     for g in plan.gateways:
-        if g.endpoint not in gateways:
-            continue
-        stats = gateways[g.endpoint]
-        where = f"  [{g.site}/{g.host}/gateway] gateway daemon:"
-        if stats is None:
-            lines.append(f"{where} no answer")
-        else:
-            lines.append(f"{where} {stats['forward_bytes_buffered']} bytes buffered in its "
-                         f"forward queues, {stats['connections_open']} open connection(s)")
+        if g.endpoint in gateways:
+            lines.append(_gateway_line(f"  [{g.site}/{g.host}/gateway] gateway daemon:",
+                                       gateways[g.endpoint]))
     return "\n".join(lines) + "\n"
 
 

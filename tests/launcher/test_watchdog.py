@@ -71,9 +71,14 @@ def test_no_report_while_ranks_compute_and_abort_stops_the_job():
     assert dog.job.failed[0] == ABORT_STATUS
 
 
+def _waits(coc_run, watchdog, mode, *options, args=()):
+    """Run waits.py in ``mode`` on one rank per site under a watchdog of ``watchdog`` s."""
+    return coc_run("--site", "a=1", "--site", "b=1", "--watchdog", watchdog, "--timeout", "60",
+                   *options, program("waits.py"), "--mode", mode, *args, timeout=90)
+
+
 def test_two_ranks_both_in_a_blocking_recv_are_reported_and_the_job_stopped(coc_run):
-    done = coc_run("--site", "a=1", "--site", "b=1", "--watchdog", "1", "--watchdog-abort",
-                   "--timeout", "60", program("waits.py"), "--mode", "hang", timeout=90)
+    done = _waits(coc_run, 1, "hang", "--watchdog-abort")
     assert done.returncode == ABORT_STATUS, done.stderr
     err = done.stderr
     assert "coc-run: watchdog: no progress anywhere for" in err
@@ -86,8 +91,7 @@ def test_two_ranks_both_in_a_blocking_recv_are_reported_and_the_job_stopped(coc_
 
 
 def test_the_report_does_not_stop_a_job_that_moves_again(coc_run):
-    done = coc_run("--site", "a=1", "--site", "b=1", "--watchdog", "1", "--timeout", "60",
-                   program("waits.py"), "--mode", "late", "--sleep", "8", timeout=90)
+    done = _waits(coc_run, 1, "late", args=("--sleep", "8"))
     assert done.returncode == 0, done.stderr
     assert "[a/a1/0] rank 0: waits in receive from rank 1, tag 7" in done.stderr
     assert "[b/b1/1] rank 1: nothing pending" in done.stderr
@@ -97,8 +101,7 @@ def test_the_report_does_not_stop_a_job_that_moves_again(coc_run):
 def test_a_stopped_receiver_shows_as_silent_and_the_gateway_queues_hold_bytes(coc_run):
     import re
 
-    done = coc_run("--site", "a=1", "--site", "b=1", "--watchdog", "2", "--watchdog-abort",
-                   "--timeout", "60", program("waits.py"), "--mode", "flood", timeout=90)
+    done = _waits(coc_run, 2, "flood", "--watchdog-abort")
     assert done.returncode == ABORT_STATUS, done.stderr
     err = done.stderr
     assert "[a/a1/0] rank 0: no answer" in err
