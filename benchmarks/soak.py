@@ -178,7 +178,7 @@ def drive(args):
         while proc.poll() is None:
             now = time.monotonic() - start
             for pid in _children_of(proc.pid):
-                if pid not in roles:
+                if roles.get(pid) is None:       # again until it has exec'd its program
                     roles[pid] = _role(pid)
                 kib = _rss_kib(pid) if roles[pid] else None
                 if kib is not None:
