@@ -163,6 +163,8 @@ cdef class Request:
     cdef bint _is_send
     cdef int _peer          # destination of a send, requested source of a receive
     cdef int _tag
+    cdef unsigned int _context
+    cdef bint _peer_exited  # failed because its source exited (Engine.peer_exited)
     cdef int _error         # the operation's own error once complete
     cdef Status _result     # set once complete
     cdef Py_ssize_t _size   # bytes of the buffer
@@ -219,7 +221,26 @@ cdef class Request:
         if rc == 1:
             self._finish(&st)
             return True
-        return False
+        return self._fail_if_source_exited()
+
+    cdef bint _fail_if_source_exited(self) except -1:
+        """Complete a receive whose source has exited, if it has not matched; True if so.
+
+        Only after the exit notice has settled (:meth:`Engine.peer_exited`), so that a
+        message the peer sent before it exited and that is still on its way matches first.
+        """
+        cdef c.coc_status st
+        cdef int64_t since
+        if self._is_send or self._r == NULL or self._waiters:
+            return False
+        since = self._engine._exited.get(self._peer, -1)
+        if since < 0 or _now_ns() < since:
+            return False
+        if c.coc_cancel(self._r) != 0 or c.coc_test(self._r, &st) != 1:
+            return False                     # it matched meanwhile: it completes normally
+        self._peer_exited = True
+        self._finish(&st)
+        return True
 
     cdef str _what(self):
         if self._is_send:
@@ -232,6 +253,12 @@ cdef class Request:
         """Return the status of a completed request or raise its error."""
         cdef Status s = self._result
         cdef int err = self._error
+        if self._peer_exited:
+            exc = _errors.PeerExited(
+                f"endpoint {self._engine.self_id}: {self._what()}: endpoint {self._peer} "
+                "exited without sending a matching message", peer=self._peer,
+                waiter=self._engine.self_id, tag=self._tag)
+            raise exc
         if err == 0:
             return s
         if err == c.COC_ETRUNC:
@@ -299,6 +326,8 @@ cdef class Request:
                 return self._outcome()
             if rc != c.COC_ETIMEDOUT:
                 check(rc, self._what())
+            if self._fail_if_source_exited():
+                return self._outcome()
             PyErr_CheckSignals()
             if deadline >= 0 and _now_ns() >= deadline:
                 raise _errors.CocTimeoutError(f"{self._what()}: not complete after {timeout} s")
@@ -354,6 +383,7 @@ cdef class Engine:
     cdef int _busy          # threads inside a nogil call on this engine
     cdef bint _closing
     cdef set _pending       # requests not yet completed, kept alive with their buffers
+    cdef dict _exited       # {endpoint: monotonic ns from when receives from it fail}
     cdef Py_ssize_t _sweep_at
     cdef readonly unsigned int self_id
     cdef dict _addresses    # peer id -> the address given to add_peer (for messages)
@@ -362,6 +392,7 @@ cdef class Engine:
         self._e = NULL
         self._pending = set()
         self._addresses = {}
+        self._exited = {}
         self._sweep_at = 64
 
     def __init__(self, self_id, secret, *, listen_host=None, port_range=(0, 0),
@@ -490,13 +521,15 @@ cdef class Engine:
         """Reset :meth:`fileno` after it fired; then test the requests of interest."""
         return check(c.coc_engine_drain_fd(self._handle()), "drain engine fd")
 
-    cdef Request _request(self, object buf, bint is_send, int peer, int tag):
+    cdef Request _request(self, object buf, bint is_send, int peer, int tag,
+                          unsigned int context):
         cdef Request req = Request.__new__(Request)
         flags = PyBUF_ANY_CONTIGUOUS if is_send else (PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
         PyObject_GetBuffer(buf, &req._view, flags)
         req._has_view = True
         req._size = req._view.len
         req._engine, req._is_send, req._peer, req._tag = self, is_send, peer, tag
+        req._context = context
         return req
 
     cdef Request _posted(self, Request req, int rc):
@@ -521,7 +554,7 @@ cdef class Engine:
 
         ``buf`` must not change until the request completes; it is not copied here.
         """
-        cdef Request req = self._request(buf, True, dest, tag)
+        cdef Request req = self._request(buf, True, dest, tag, context)
         cdef uint32_t d = dest, ctx = context
         cdef int32_t t = tag
         cdef int rc
@@ -532,7 +565,7 @@ cdef class Engine:
 
     def irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
         """Post a receive into ``buf`` (writable, C-contiguous), filled in place."""
-        cdef Request req = self._request(buf, False, source, tag)
+        cdef Request req = self._request(buf, False, source, tag, context)
         cdef int32_t s = source, t = tag
         cdef uint32_t ctx = context
         cdef int rc
@@ -571,6 +604,32 @@ cdef class Engine:
             PyErr_CheckSignals()
             if deadline >= 0 and _now_ns() >= deadline:
                 raise _errors.CocTimeoutError(f"probe: no matching message after {timeout} s")
+
+    def pending(self):
+        """Return the operations not complete yet, oldest first, as dicts.
+
+        Each has ``op`` ("send" or "recv"), ``peer`` (destination, or requested source:
+        -1 for any), ``tag`` (-1 for any), ``context`` and ``size`` (bytes of the buffer).
+        For coc-run's watchdog: what this endpoint waits for when a job stops moving.
+        """
+        ops = []
+        for r in list(self._pending):
+            req = <Request>r
+            if self._e == NULL or req._poll():
+                continue
+            ops.append({"op": "send" if req._is_send else "recv", "peer": req._peer,
+                        "tag": req._tag, "context": req._context, "size": req._size})
+        return ops
+
+    def peer_exited(self, id, settle=1.0):
+        """Note that endpoint ``id`` has exited: from ``settle`` seconds on, a receive
+        naming it as source that has not matched fails with :class:`coc.errors.PeerExited`
+        instead of waiting forever.
+
+        ``settle`` lets a message the peer sent before exiting, still on its way through
+        gateways, match first. Receives from any source are not affected.
+        """
+        self._exited[int(id)] = _now_ns() + <int64_t>(settle * 1e9)
 
     def stats(self):
         """Return the engine's counters (frames, bytes, connections, buffered bytes)."""

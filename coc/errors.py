@@ -10,6 +10,7 @@ __all__ = [
     "AuthenticationError",
     "TruncationError",
     "PeerLost",
+    "PeerExited",
     "NoRouteError",
     "ClosedError",
     "CocTimeoutError",
@@ -78,6 +79,18 @@ class TruncationError(EngineError):
 
 class PeerLost(EngineError, ConnectionError):
     """A peer closed or died while traffic to or from it was pending."""
+
+
+class PeerExited(PeerLost):
+    """A receive named a source that has exited (normally) without sending a matching message.
+
+    ``peer`` is the source that exited, ``waiter`` the endpoint (or rank) that waited and
+    ``tag`` the receive's tag (-1: any).
+    """
+
+    def __init__(self, message, *, peer=None, waiter=None, tag=None):
+        super().__init__(message)
+        self.peer, self.waiter, self.tag = peer, waiter, tag
 
 
 class NoRouteError(EngineError):

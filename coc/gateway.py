@@ -134,9 +134,16 @@ def _move_log(eng):
 
 
 def _handle_line(eng, line):
-    """Apply one update line and answer it with ``ok`` and the current stats."""
+    """Apply one update line and answer it with ``ok`` and the current stats.
+
+    ``{"status": true}`` is a question, not an update: it is answered with
+    ``{"status": stats}`` (coc-run's watchdog asks it).
+    """
     try:
         doc = json.loads(line)
+        if isinstance(doc, dict) and set(doc) == {"status"}:
+            _reply({"status": eng.stats()})
+            return
         if not isinstance(doc, dict) or set(doc) - {"peers", "routes", "connect"}:
             raise ValueError("an update is an object with 'peers', 'routes' and/or 'connect'")
         peers = {k: str(v) for k, v in _int_keys(doc.get("peers", {}), "peers").items()}

@@ -67,6 +67,7 @@ class Communicator:
         self._op_tag = None            # set while a non-blocking collective advances
         self._hier = None
         self.name = name
+        world.comm_names.setdefault(block, name)
         self.rank = self._of_world[world.rank]
         self.size = len(self._ranks)
         self._mpi, self._mpi_rank, self._mpi_world = None, {}, []

@@ -9,7 +9,7 @@ blocking (:meth:`Request.wait`); :func:`run` drives one to completion at once.
 
 import select
 
-from coc.errors import CocTimeoutError, PeerLost, TruncationError
+from coc.errors import CocTimeoutError, PeerExited, PeerLost, TruncationError
 
 __all__ = ["Status", "Request", "run", "waitall", "waitany", "testall", "testany"]
 
@@ -68,6 +68,12 @@ def translate(comm, exc):
             f"{comm.name}: message from rank {source} with tag {exc.tag} is {size}larger "
             f"than the receive buffer of {exc.capacity} bytes",
             source=source, tag=exc.tag, size=exc.size, capacity=exc.capacity)
+    if isinstance(exc, PeerExited):
+        peer = comm._rank_of(exc.peer)
+        tag = "any tag" if exc.tag in (None, -1) else f"tag {exc.tag}"
+        return PeerExited(f"{comm.name}: rank {comm.rank} waits for a message from rank "
+                          f"{peer} ({tag}), but rank {peer} exited without sending it",
+                          peer=peer, waiter=comm.rank, tag=exc.tag)
     if isinstance(exc, PeerLost):
         peer = comm._rank_of(getattr(exc, "peer", None))
         new = PeerLost(f"{comm.name}: rank {peer} lost ({exc})")

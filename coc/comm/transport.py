@@ -34,6 +34,9 @@ __all__ = ["CONTEXTS", "OBJ", "OBJ_DATA", "BUF", "COLL", "COLL_DATA", "COLL_BUF"
 CONTEXTS = 8
 OBJ, OBJ_DATA, BUF, COLL, COLL_DATA, COLL_BUF = range(6)
 SLOTS = 6                     # contexts of a block in use (the rest are spare)
+#: What travels on each context of a block, in words (coc-run's watchdog report).
+SLOT_NAMES = {OBJ: "objects", OBJ_DATA: "object data", BUF: "buffers",
+              COLL: "collective", COLL_DATA: "collective data", COLL_BUF: "collective buffers"}
 HEAD_SIZE = 65536 - 256      # below the eager limit: a head goes at once while the sender has eager credit
 MAX_TAG = 0x7fffffff
 #: Tags coc makes up itself (collective calls, sequence numbers) stay below MPICH's TAG_UB.

@@ -54,6 +54,7 @@ class World:
         self._levels = None
         self.routes = {}                 # {world rank: {size class: [(next hop, weight), ...]}}
         self.site_mpi = None             # coc.comm.sitempi.SiteMPI when the site's MPI is used
+        self.comm_names = {}             # {context block: communicator name}
 
     @property
     def gateways(self):
@@ -76,6 +77,17 @@ class World:
         if self.sites[dest] != self.site:
             c["inter_site_messages"] += 1
             c["inter_site_bytes"] += nbytes
+
+    def describe_pending(self, ops):
+        """Add ``comm`` (name and traffic kind) to ``Engine.pending()`` entries.
+
+        Peers stay endpoint ids, which are world ranks for ranks.
+        """
+        for op in ops:
+            block, slot = divmod(op.pop("context"), transport.CONTEXTS)
+            kind = transport.SLOT_NAMES.get(slot, f"context {slot}")
+            op["comm"] = f"{self.comm_names.get(block, f'block {block}')} ({kind})"
+        return ops
 
     def color(self, level, rank):
         """Return world rank ``rank``'s color at ``level`` (from the job's topology file)."""
@@ -177,6 +189,9 @@ def init():
         world.site_mpi = sitempi.SiteMPI(world)
         comm = Communicator(world, range(size), 0, "COMM_WORLD")
     _state["comm"] = comm
+    if "COC_CONTROL_FD" in os.environ:
+        from coc.launcher import rankside
+        rankside.serve_control(eng, world.describe_pending)
     atexit.register(finalize)
     return comm
 

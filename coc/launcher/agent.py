@@ -5,7 +5,9 @@ are the control channel (:mod:`coc.launcher.protocol` framing). The agent starts
 gateway daemons the job message lists, each in its own process group, streams the ranks'
 output, relays the rendezvous (ranks: over inherited socket pairs; gateway daemons: over
 their stdin/stdout JSON lines, see ``coc.gateway``), reports every exit, and on ``stop`` (or
-when the channel closes) ends them all: SIGTERM, then SIGKILL after the grace period.
+when the channel closes) ends them all: SIGTERM, then SIGKILL after the grace period. A rank's
+rendezvous socket stays open after the rendezvous: through it the agent asks the rank for its
+``status`` (coc-run's watchdog) and passes on ``exited`` notices.
 """
 
 import asyncio
@@ -33,6 +35,7 @@ MPIEXEC = "COC_AGENT_MPIEXEC"
 _READ_SIZE = 1 << 16
 _DRAIN_TIMEOUT = 1.0   # seconds to collect output after a process exits
 _LOG_LINES = 20        # lines of a gateway daemon's log kept to explain its failure
+_STATUS_TIMEOUT = 1.0  # seconds ranks and gateway daemons have to answer a status request
 _PR_SET_PDEATHSIG = 1
 
 
@@ -84,6 +87,9 @@ class Child:
         self.watcher = None
         self.log = collections.deque(maxlen=_LOG_LINES)
         self.reported = None      # called once its exit has gone to coc-run
+        self.channel = None       # a rank's control socket (writer) after the rendezvous
+        self.follower = None      # the task reading the rank's answers on it
+        self.asked = None         # future of the answer to the status request in flight
 
     @property
     def key(self):
@@ -154,6 +160,10 @@ class Agent:
             await self.answer_rendezvous(message["answers"])
         elif kind == "stdin":
             self.forward_stdin(message)
+        elif kind == "status":
+            asyncio.create_task(self.report_status(message))
+        elif kind == "exited":
+            self.tell_ranks({"type": "exited", "rank": message["rank"]})
         elif kind == "stop":
             self.stop(self.grace)
         elif kind == "kill":
@@ -250,6 +260,8 @@ class Agent:
             if "address" in answer:
                 await self.send({"type": "address", "gateway": gateway.ident,
                                  "address": answer["address"]})
+            elif "status" in answer:
+                self._answered(gateway, answer["status"])
             elif answer.get("ok"):
                 await self.send({"type": "ready", "gateway": gateway.ident})
             elif "error" in answer:     # it cannot forward as told: the job cannot run
@@ -267,7 +279,8 @@ class Agent:
     async def relay_address(self, rank, sock):
         """Wait for a rank's engine address on its socket and pass it to ``coc-run``.
 
-        Returns the socket's writer for the answer, or None when the rank never sent one.
+        Returns the socket's (reader, writer) for the answer, or None when the rank never
+        sent one.
         """
         reader, writer = await asyncio.open_unix_connection(sock=sock)
         try:
@@ -282,7 +295,7 @@ class Agent:
                 await writer.wait_closed()  # the rank ended without reading its welcome
             return None
         await self.send({"type": "address", "rank": rank, "address": message["address"]})
-        return writer
+        return reader, writer
 
     def update_gateways(self, updates):
         """Give this site's gateway daemons their peers; each answers ``ready`` when done."""
@@ -292,17 +305,78 @@ class Agent:
                 child.process.stdin.write(json.dumps(update).encode() + b"\n")
 
     async def answer_rendezvous(self, answers):
-        """Hand every rank of this site its rendezvous answer and close its socket."""
+        """Hand every rank of this site its rendezvous answer; keep its socket for status."""
         for rank, answer in answers.items():
             task = self.rank_sockets.pop(int(rank), None)
             if task is None:
                 continue
-            writer = await task
-            if writer is None:
+            channel = await task
+            if channel is None:
                 continue
-            with contextlib.suppress(ConnectionError):
+            reader, writer = channel
+            try:
                 await protocol.send_message(writer, {"type": "rendezvous", **answer})
-            writer.close()
+            except ConnectionError:
+                writer.close()
+                continue
+            child = next((c for c in self.children
+                          if c.kind == "rank" and c.ident == int(rank)), None)
+            if child is None or child.process.returncode is not None:
+                writer.close()
+                continue
+            child.channel = writer
+            child.follower = asyncio.create_task(self.follow_rank(child, reader))
+
+    async def follow_rank(self, child, reader):
+        """Take a rank's answers on its control socket until the rank closes it."""
+        try:
+            while (message := await protocol.read_message(reader)) is not None:
+                if message["type"] == "status":
+                    self._answered(child, message)
+        except (ConnectionError, CocError):
+            pass
+
+    def _answered(self, child, answer):
+        if child.asked is not None and not child.asked.done():
+            child.asked.set_result(answer)
+
+    def tell_ranks(self, message):
+        """Write ``message`` to every live rank's control socket (a closed one is skipped)."""
+        data = protocol.encode(message)
+        for child in self.children:
+            if child.channel is not None and not child.channel.is_closing():
+                child.channel.write(data)
+
+    async def report_status(self, request):
+        """Ask every rank and gateway daemon here for its status; send coc-run the answers.
+
+        Ranks answer with their progress and pending operations, gateway daemons with their
+        engine stats; one that does not answer within ``timeout`` seconds is reported as
+        None (a rank busy outside coc, without releasing the GIL, cannot answer).
+        """
+        loop = asyncio.get_running_loop()
+        asked = []
+        for child in self.children:
+            if child.process.returncode is not None:
+                continue
+            if child.kind == "rank" and child.channel is not None \
+                    and not child.channel.is_closing():
+                child.channel.write(protocol.encode({"type": "status", "id": request.get("id")}))
+            elif child.kind == "gateway" and not child.process.stdin.is_closing():
+                child.process.stdin.write(b'{"status": true}\n')
+            else:
+                continue
+            child.asked = loop.create_future()
+            asked.append(child)
+        if asked:
+            await asyncio.wait([c.asked for c in asked],
+                               timeout=float(request.get("timeout", _STATUS_TIMEOUT)))
+        answers = {"ranks": {}, "gateways": {}}
+        for child in asked:
+            answer = child.asked.result() if child.asked.done() else None
+            child.asked = None
+            answers[f"{child.kind}s"][str(child.ident)] = answer
+        await self.send({"type": "status", "id": request.get("id"), **answers})
 
     def forward_stdin(self, message):
         """Pass a chunk of ``coc-run``'s stdin to rank 0 (no data: close its stdin).
@@ -341,7 +415,10 @@ class Agent:
         for task in pending:
             task.cancel()
         if relay in done and relay.result() is not None:
-            relay.result().close()       # it sent its address but will not need the answer
+            relay.result()[1].close()    # it sent its address but will not need the answer
+        if child.channel is not None:
+            child.channel.close()
+            child.follower.cancel()
         await self.send({"type": "exit", **child.key, "code": code if code >= 0 else None,
                          "signal": -code if code < 0 else None, "log": list(child.log)})
         if child.reported is not None:

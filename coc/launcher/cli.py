@@ -19,6 +19,7 @@ from coc.launcher.environment import parse_exports, scheduler_allocation
 from coc.launcher.latency import parse_delays
 from coc.launcher.output import OutputSink
 from coc.launcher.profiles import load_profile, merge_settings
+from coc.launcher.watchdog import DEFAULT_SECONDS
 from coc.launcher.plan import format_plan, make_plan
 from coc.mpi4py import hook
 from coc.topology.hostlist import compress
@@ -48,6 +49,12 @@ _OPTIONS = [
     (("--output-dir",), dict(metavar="DIR", help="write each rank's stdout/stderr to DIR")),
     (("--timeout",), dict(type=float, metavar="SECONDS",
                           help="stop the job after SECONDS and exit with 124")),
+    (("--watchdog",), dict(type=float, default=DEFAULT_SECONDS, metavar="SECONDS",
+                           help="report what every rank waits for when nothing moved for "
+                                f"SECONDS while operations are pending (default "
+                                f"{DEFAULT_SECONDS:g}; 0: off)")),
+    (("--watchdog-abort",), dict(action="store_true",
+                                 help="stop the job after the watchdog's report (exit 125)")),
     (("--spawner",), dict(action="append", default=[], metavar="SITE=KIND",
                           help="start SITE's agent with spawner KIND (default: the topology's, "
                                "else local)")),
@@ -209,6 +216,9 @@ def plan_job(args, command):
         raise LaunchError(f"-n {args.n}: need at least one rank")
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise LaunchError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    if not (math.isfinite(args.watchdog) and args.watchdog >= 0):
+        raise LaunchError(f"--watchdog {args.watchdog:g}: must be a finite number of seconds "
+                          f"(0: off)")
     sites = []
     for site, count in _pairs(args.site, "--site"):
         if not count.isdigit():
@@ -249,7 +259,8 @@ async def run(plan, args):
         raise LaunchError(f"--output-dir {args.output_dir}: {exc.strerror}: "
                           f"{exc.filename}") from None
     job = Job(plan, sink, secrets.token_bytes(32),
-              hello_timeout=None if args.batch else HELLO_TIMEOUT)   # batch jobs queue
+              hello_timeout=None if args.batch else HELLO_TIMEOUT,   # batch jobs queue
+              watchdog=args.watchdog, watchdog_abort=args.watchdog_abort)
     return await job.run(timeout=args.timeout)
 
 

@@ -5,7 +5,9 @@ each its part of the job, relays output to an :class:`~coc.launcher.output.Outpu
 gathers the rendezvous addresses and answers every rank once all are in, and decides the
 outcome. The first failure (a rank exiting non-zero or by a signal, a gateway daemon or an
 agent dying, Ctrl-C, SIGTERM, the timeout) stops every process on every site: SIGTERM, then
-SIGKILL after a grace period. A second Ctrl-C kills at once.
+SIGKILL after a grace period. A second Ctrl-C kills at once. A rank that exits normally is
+announced to the others (``exited``), so a receive from it fails instead of waiting forever;
+a :class:`~coc.launcher.watchdog.Watchdog` reports a job that stops moving.
 """
 
 import asyncio
@@ -20,6 +22,7 @@ import traceback
 from coc import __version__
 from coc.errors import CocError, LaunchError
 from coc.launcher import protocol
+from coc.launcher.watchdog import Watchdog
 from coc.pycommand import NO_COC
 
 __all__ = ["Job", "TERM_GRACE", "HELLO_TIMEOUT", "describe_exit"]
@@ -84,9 +87,15 @@ class Job:
         Where the processes' output goes.
     secret : bytes
         The job's secret, sent to agents over their control channels only.
+    watchdog : float, optional
+        Seconds without progress anywhere, while operations are pending, before coc-run
+        reports what every rank waits for (None or 0: no watchdog).
+    watchdog_abort : bool
+        Stop the job after that report.
     """
 
-    def __init__(self, plan, sink, secret, *, grace=TERM_GRACE, hello_timeout=HELLO_TIMEOUT):
+    def __init__(self, plan, sink, secret, *, grace=TERM_GRACE, hello_timeout=HELLO_TIMEOUT,
+                 watchdog=None, watchdog_abort=False):
         self.plan, self.sink, self.secret = plan, sink, secret
         self.grace, self.hello_timeout = grace, hello_timeout
         self.agents = {}
@@ -101,6 +110,7 @@ class Job:
         self.started = False
         self.ended = asyncio.Event()
         self.escalation = None
+        self.watchdog = Watchdog(self, watchdog, abort=watchdog_abort) if watchdog else None
 
     # -- what ends a job ---------------------------------------------------------------------
 
@@ -163,11 +173,15 @@ class Job:
                 raise
             if self.plan.placements:
                 self._forward_stdin(loop)
+            watching = asyncio.ensure_future(self.watchdog.run()) if self.watchdog else None
             try:
                 await asyncio.wait_for(asyncio.shield(self.ended.wait()), timeout)
             except asyncio.TimeoutError:
                 self.fail(124, f"coc-run: timeout after {timeout:g} s, job stopped")
                 await self.ended.wait()
+            finally:
+                if watching is not None:
+                    watching.cancel()
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
@@ -267,6 +281,12 @@ class Job:
         if self.escalation is not None:
             self.escalation.cancel()
 
+    def broadcast(self, message):
+        """Send ``message`` to every site's agent (not while the job is being stopped)."""
+        if not self.stopping:
+            for agent in self.agents.values():
+                agent.send(message)
+
     # -- messages from agents ----------------------------------------------------------------
 
     def handle(self, agent, message):
@@ -294,6 +314,9 @@ class Job:
                 self.fail(1, text)
             else:
                 print(text, file=sys.stderr, flush=True)
+        elif kind == "status":
+            if self.watchdog is not None:
+                self.watchdog.update(message)
         elif kind == "stdin-ack":
             self.stdin_ack.put(not message.get("closed"))
         elif kind == "done":
@@ -309,9 +332,13 @@ class Job:
         log lines (``log``) go into the message.
         """
         self.running.discard(source)
+        if self.watchdog is not None:
+            self.watchdog.forget(source)
         status, words = describe_exit(code, signum)
         if self.stopping:
             pass
+        elif source[0] == "rank" and status == 0:
+            self.broadcast({"type": "exited", "rank": source[1]})
         elif source[0] == "rank" and status != 0:
             p = self.plan.placements[source[1]]
             self.fail(status, f"coc-run: rank {p.rank} (site {p.site}, host {p.host}) {words}")

@@ -8,24 +8,31 @@ address; that blocks until every rank and gateway daemon of the job has sent its
 and returns the peers and the route table. The secret never appears in the environment or
 on a command line.
 
+The socket stays open for the rest of the job: :func:`serve_control` answers ``status``
+requests (what the engine has moved, which operations are pending: coc-run's watchdog) and
+takes ``exited`` notices (a rank that ended normally: receives from it fail instead of
+waiting forever) in a daemon thread.
+
 Ranks that a site's ``mpiexec`` starts cannot inherit that socket (mpiexec's proxies do not
 pass file descriptors on): each process mpiexec starts runs :func:`shepherd`, which fetches
 the rank's socket, pipes and environment from the agent over the Unix socket named by
 ``COC_CONTROL_SOCKET`` and starts the rank with them (``coc.launcher.spawners.mpiexec``).
 """
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 
-from coc.errors import LaunchError, ProtocolError
+from coc.errors import CocError, LaunchError, ProtocolError
 from coc.launcher import protocol
-from coc.routes import delay_table
-from coc.routes import parse_routes
+from coc.routes import delay_table, parse_routes
 
-__all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "shepherd"]
+__all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "serve_control",
+           "shepherd"]
 
 #: Environment variable naming the inherited rendezvous socket.
 CONTROL_FD = "COC_CONTROL_FD"
@@ -135,8 +142,6 @@ def rendezvous(address, environ=None):
     except OSError as exc:
         raise LaunchError(f"the job was torn down before the rendezvous completed ({exc})")
     answer = _receive(sock, "rendezvous")
-    sock.close()
-    _state["socket"] = None
     info["peers"] = {int(k): v for k, v in answer["peers"].items()}
     try:
         info["routes"] = parse_routes(answer["routes"], "rendezvous answer")
@@ -148,6 +153,51 @@ def rendezvous(address, environ=None):
     except ValueError as exc:
         raise LaunchError(str(exc), rank=info["rank"]) from None
     return info
+
+
+def serve_control(engine, describe):
+    """Answer coc-run over the rendezvous socket from a daemon thread, until it closes.
+
+    ``status`` gets ``progress`` (bytes the engine has sent and received: it moves while
+    the job does) and ``pending`` (``describe(engine.pending())``: what this rank waits
+    for); ``exited`` tells the engine a rank has ended (:meth:`Engine.peer_exited`).
+    Does nothing without a rendezvous socket (a process not started by coc-run).
+    """
+    sock = _state["socket"]
+    if sock is None:
+        return None
+    thread = threading.Thread(target=_control_loop, args=(sock, engine, describe),
+                              name="coc control", daemon=True)
+    thread.start()
+    return thread
+
+
+def _control_loop(sock, engine, describe):
+    while True:
+        try:
+            message = protocol.decode(_receive_exactly(
+                sock, protocol.decode_length(_receive_exactly(sock, 4))))
+        except (ProtocolError, OSError):
+            return                     # the agent closed it: the job is ending
+        try:
+            if message["type"] == "status":
+                sock.sendall(protocol.encode({"type": "status", "id": message.get("id"),
+                                              **_status(engine, describe)}))
+            elif message["type"] == "exited":
+                with contextlib.suppress(CocError):    # closed: nothing waits any more
+                    engine.peer_exited(message["rank"])
+        except OSError:
+            return
+
+
+def _status(engine, describe):
+    """Return what a ``status`` answer carries besides its type and id."""
+    try:
+        stats = engine.stats()
+        return {"progress": stats["bytes_sent"] + stats["bytes_received"],
+                "pending": describe(engine.pending())}
+    except CocError:                   # the engine has closed (finalize): nothing pending
+        return {"progress": 0, "pending": [], "finalized": True}
 
 
 def _receive_start(sock):

@@ -403,3 +403,31 @@ def test_a_peer_with_another_secret_fails_sends_as_authentication_naming_its_add
         "the two ends do not hold the same job secret (is it part of this job?)")
     assert not isinstance(info.value, errors.PeerLost)
     assert any("auth" in line.lower() and "endpoint 2" in line for line in me.take_log())
+
+
+def test_pending_lists_unfinished_operations_with_peer_tag_context_and_size(open_engine):
+    me = open_engine(1)
+    assert me.pending() == []
+    req = me.irecv(bytearray(24), 5, tag=7, context=16)
+    assert me.pending() == [{"op": "recv", "peer": 5, "tag": 7, "context": 16, "size": 24}]
+    req.cancel()
+    assert me.pending() == []
+
+
+def test_a_receive_from_an_exited_peer_fails_after_messages_it_sent_matched(echo_pair):
+    me, child = echo_pair(1)
+    data = engine_peers.payload(3, 100)
+    me.isend(data, 2, tag=1).wait(TIMEOUT)
+    first = np.empty_like(data)
+    me.irecv(first, 2, tag=1).wait(TIMEOUT)                     # the echo: already here
+    late = me.irecv(np.empty_like(data), 2, tag=9)
+    me.peer_exited(2, settle=0.1)
+    with pytest.raises(errors.PeerExited, match="endpoint 2 exited") as caught:
+        late.wait(TIMEOUT)
+    assert (caught.value.peer, caught.value.waiter, caught.value.tag) == (2, 1, 9)
+    polled = me.irecv(np.empty_like(data), 2, tag=9)
+    deadline = time.monotonic() + TIMEOUT
+    with pytest.raises(errors.PeerExited):                      # test() fails it too
+        while polled.test() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert np.array_equal(first, data) and me.pending() == []

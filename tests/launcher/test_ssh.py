@@ -297,3 +297,21 @@ def _wait_gone(pids, within=10.0):
             return True
         time.sleep(0.05)
     return False
+
+
+def test_the_watchdog_hears_ranks_behind_a_host_agent(site, tmp_path):
+    """Status requests reach b1's rank through b-gw's agent and the host agent on b1."""
+    from launcher_helpers import program
+
+    profile = _profile(site, tmp_path)
+    settings = json.loads(profile.read_text())
+    del settings["sites"]["b"]["host_exec"]
+    profile.write_text(json.dumps(settings))
+    result = _coc_run_in(site, "a-gw", tmp_path, "--testbed", site["bed"].name, "--profile",
+                         profile, "--site", "a=1", "--site", "b=1", "--watchdog", "1",
+                         "--watchdog-abort", program("waits.py"), "--mode", "hang",
+                         timeout=60)
+    assert result.returncode == 125, result.stderr
+    assert "[a/a1/0] rank 0: waits in receive from rank 1, tag 7" in result.stderr
+    assert "[b/b1/1] rank 1: waits in receive from rank 0, tag 7" in result.stderr
+    assert "[b/b-gw/gateway] gateway daemon: 0 bytes buffered" in result.stderr
