@@ -105,6 +105,6 @@ def test_a_stopped_receiver_shows_as_silent_and_the_gateway_queues_hold_bytes(co
     assert done.returncode == ABORT_STATUS, done.stderr
     err = done.stderr
     assert "[a/a1/0] rank 0: no answer" in err
-    assert "[b/b1/1] rank 1: waits in send to rank 0, tag 3, 65536 bytes" in err
+    assert "[b/b1/1] rank 1: waits in send to rank 0, tag 3, 67108864 bytes" in err
     held = [int(n) for n in re.findall(r"gateway daemon: (\d+) bytes buffered", err)]
     assert len(held) == 2 and any(n > 0 for n in held), err

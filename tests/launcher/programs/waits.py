@@ -2,8 +2,9 @@
 
 ``--mode hang``: every rank blocks in ``Recv`` from the next rank (nobody sends).
 ``--mode late``: rank 0 receives from rank 1, which sleeps ``--sleep`` seconds first.
-``--mode flood``: rank 0 stops itself (SIGSTOP); rank 1 sends it 64 KiB messages until
-the queues on the way are full.
+``--mode flood``: rank 0 posts a receive of 64 MiB, learns that rank 1 has sent it (a small
+message behind the envelope), then stops itself (SIGSTOP): the bytes fill the queues on the
+way. (A flood of eager sends would not: past its credit a sender waits for the receiver.)
 ``--mode exit``: rank 0 exits at once (code 0, after sending ``--send-first`` messages);
 the others sleep ``--sleep`` seconds, receive those messages, then one more that never comes.
 """
@@ -36,12 +37,15 @@ elif args.mode == "late":
         time.sleep(args.sleep)
         comm.Send(np.full(4, 42, dtype=np.int64), dest=0, tag=7)
 elif args.mode == "flood":
+    big = np.ones(64 << 20, dtype=np.uint8)
     if comm.rank == 0:
+        comm.Irecv(big, source=1, tag=3)
+        comm.Recv(buf, source=1, tag=4)          # behind the envelope: the transfer is on
         os.kill(os.getpid(), signal.SIGSTOP)
     elif comm.rank == 1:
-        data = np.ones(65536, dtype=np.uint8)
-        for _ in range(100_000):
-            comm.Send(data, dest=0, tag=3)
+        req = comm.Isend(big, dest=0, tag=3)
+        comm.Send(buf, dest=0, tag=4)
+        req.Wait()
 elif comm.rank == 0:
     for i in range(args.send_first):
         comm.Send(np.full(4, i, dtype=np.int64), dest=1, tag=7)
