@@ -109,7 +109,7 @@ int main(void)
     CHECK_RC(coc_isend(x, 2, 0, 1, "secret data", 12, &s1));
     CHECK_RC(coc_isend(x, 2, 0, 1, big, sizeof big, &s2));
     CHECK(stat_wait(b, offsetof(coc_stats, auth_failures), 1) >= 1);
-    CHECK(coc_wait(s2, 5 * T_SECOND, &st) == 0 && st.error == COC_EAUTH);
+    CHECK(coc_wait(s2, 5 * T_SECOND, &st) == 0 && st.error == COC_EAUTH);  /* not a lost peer */
     CHECK(coc_iprobe(b, COC_ANY_SOURCE, 0, COC_ANY_TAG, &st) == 0);
     CHECK(log_has(b, "failed authentication"));
     coc_request_free(s1);

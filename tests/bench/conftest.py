@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from hang_bounds import scaled
 
 COC_RUN = [sys.executable, "-m", "coc.launcher.cli"]
 BENCH = [sys.executable, "-m", "coc.bench", "run"]
@@ -22,7 +23,7 @@ def _mpiexec():
 
 
 @pytest.fixture
-def job(tmp_path, scaled):
+def job(tmp_path):
     """Run ``launcher`` ("mpiexec" or "coc-run") with ``nprocs`` ranks of ``coc bench run``.
 
     The job runs in its own session; on timeout (a bound against hangs, scaled by
@@ -30,8 +31,7 @@ def job(tmp_path, scaled):
     session is killed. Returns the CompletedProcess; its output is printed when the test
     fails.
     """
-    def run(launcher, bench_args, *, nprocs=2, timeout=240, env=None, launcher_args=()):
-        timeout = scaled(timeout)
+    def run(launcher, bench_args, *, nprocs=2, timeout=scaled(240), env=None, launcher_args=()):
         if launcher == "mpiexec":
             argv = [_mpiexec(), "-n", str(nprocs), *launcher_args]
         else:

@@ -9,6 +9,7 @@ import matplotlib.image
 from PIL import Image
 
 from coc.bench import patterns, report
+from hang_bounds import scaled
 
 # coc-run placement giving one pair of each class: ranks 0,1 on a1, 2 on a2, 3 on b1.
 THREE_CLASSES = ["--host", "a1", "--host", "a2:1", "--host", "b1:1", "-n", "4"]
@@ -85,8 +86,8 @@ def test_without_matplotlib_the_run_says_in_one_line_that_plots_were_skipped(job
 
 def test_cli_lists_patterns_and_rejects_unknown_ones():
     help_text = subprocess.run([sys.executable, "-m", "coc.cli", "bench", "run", "--help"],
-                               capture_output=True, text=True, timeout=30).stdout
+                               capture_output=True, text=True, timeout=scaled(30)).stdout
     assert all(p.name in help_text for p in patterns.PATTERNS)
     bad = subprocess.run([sys.executable, "-m", "coc.bench", "run", "Pingpung"],
-                         capture_output=True, text=True, timeout=30)
+                         capture_output=True, text=True, timeout=scaled(30))
     assert bad.returncode == 2 and "unknown pattern 'Pingpung'" in bad.stderr

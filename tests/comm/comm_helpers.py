@@ -21,9 +21,8 @@ def placement(n):
     return ["--site", "a=1", "--site", "b=1"] if n == 2 else ["-n", str(n)]
 
 
-def run_job(program, n, *args, timeout=60, env=None, check=True):
+def run_job(program, n, *args, timeout=scaled(60), env=None, check=True):
     """Run ``program`` on ``n`` ranks; return ``(completed process, {rank: report})``."""
-    timeout = scaled(timeout)
     cmd = [*COC_RUN, *placement(n), "--timeout", str(timeout), str(PROGRAMS / program),
            *map(str, args)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30,

@@ -2,6 +2,7 @@
 
 import pytest
 from comm_helpers import SIZES
+from hang_bounds import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,5 +43,5 @@ def test_import_coc_stays_cheap():
     import sys
     code = "import sys, coc; print('coc.comm' in sys.modules, 'numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=30).stdout
+                         timeout=scaled(30)).stdout
     assert out.split() == ["False", "False"]

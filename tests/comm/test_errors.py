@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def test_mismatched_counts_stop_the_job_with_a_clear_message():
-    proc, _ = run_job("errors.py", 4, "count", timeout=30, check=False)
+    proc, _ = run_job("errors.py", 4, "count", timeout=scaled(30), check=False)
     assert proc.returncode == 1, proc.stderr
     assert "CollectiveMismatchError" in proc.stderr, proc.stderr
     assert re.search(r"rank \d sent (32|40) bytes but rank \d expected (40|32)", proc.stderr)
@@ -28,7 +28,7 @@ def test_mismatched_counts_stop_the_job_with_a_clear_message():
 ])
 def test_checked_collectives_name_the_mismatch(mode, message):
     """Wrong roots and names send no message a cheap check sees; COC_CHECK_COLLECTIVES does."""
-    proc, _ = run_job("errors.py", 4, mode, timeout=30, check=False,
+    proc, _ = run_job("errors.py", 4, mode, timeout=scaled(30), check=False,
                       env={"COC_CHECK_COLLECTIVES": "1"})
     assert proc.returncode == 1, proc.stderr
     assert "CollectiveMismatchError" in proc.stderr, proc.stderr
@@ -36,7 +36,7 @@ def test_checked_collectives_name_the_mismatch(mode, message):
 
 
 def test_abort_stops_the_job_with_its_code():
-    proc, _ = run_job("errors.py", 4, "abort", timeout=30, check=False)
+    proc, _ = run_job("errors.py", 4, "abort", timeout=scaled(30), check=False)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "rank 3 called Abort(3)" in proc.stderr
 
@@ -44,7 +44,7 @@ def test_abort_stops_the_job_with_its_code():
 @pytest.mark.parametrize("n", [2, 4])
 def test_lost_peer_raises_instead_of_hanging(n):
     """The last rank (other site) dies while rank 0 waits for it: PeerLost, in bounded time."""
-    proc, reports = run_job("errors.py", n, "lost", timeout=40, check=False)
+    proc, reports = run_job("errors.py", n, "lost", timeout=scaled(40), check=False)
     assert 0 in reports, proc.stdout + proc.stderr
     assert_clean({0: reports[0]})
     assert reports[0]["seconds"] < scaled(15)     # bounded, not hung
@@ -52,14 +52,14 @@ def test_lost_peer_raises_instead_of_hanging(n):
 
 def test_lost_peer_never_spoken_to_raises():
     """Rank 0 waits on a rank of the other site it never exchanged a byte with; it dies."""
-    proc, reports = run_job("errors.py", 4, "lost-silent", timeout=20, check=False)
+    proc, reports = run_job("errors.py", 4, "lost-silent", timeout=scaled(20), check=False)
     assert 0 in reports, proc.stdout + proc.stderr
     assert_clean({0: reports[0]})
     assert reports[0]["seconds"] < scaled(15)     # bounded, not hung
 
 
 def test_restricted_unpickler_refuses_classes_from_other_sites():
-    proc, reports = run_job("errors.py", 4, "unpickle", timeout=30)
+    proc, reports = run_job("errors.py", 4, "unpickle", timeout=scaled(30))
     assert_clean(reports)
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from comm_helpers import COC_RUN
+from hang_bounds import scaled
 
 pytestmark = pytest.mark.timeout(120)
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -12,7 +13,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 
 def run_example(name, n):
     proc = subprocess.run([*COC_RUN, "-n", str(n), "--timeout", "60", str(EXAMPLES / name)],
-                          capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, timeout=scaled(90), stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 

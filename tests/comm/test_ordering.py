@@ -6,6 +6,7 @@ import pytest
 from comm_helpers import assert_clean, run_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hang_bounds import scaled
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -25,5 +26,5 @@ patterns = st.fixed_dictionaries({
 def test_random_patterns_keep_mpi_order(tmp_path, pattern):
     path = tmp_path / "pattern.json"
     path.write_text(json.dumps(pattern))
-    _, reports = run_job("ordering.py", RANKS, path, timeout=40)
+    _, reports = run_job("ordering.py", RANKS, path, timeout=scaled(40))
     assert_clean(reports)

@@ -17,6 +17,7 @@ import pytest
 from comm_helpers import PROGRAMS, assert_clean
 from hypothesis import HealthCheck, given, settings
 from test_ordering import patterns
+from hang_bounds import scaled
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -25,7 +26,7 @@ pytestmark = [
 ]
 
 
-def run_mpiexec(program, *args, per_site=2, timeout=60):
+def run_mpiexec(program, *args, per_site=2, timeout=scaled(60)):
     """Run ``program`` as sites a and b of ``per_site`` ranks each; return the reports."""
     side = [sys.executable, str(PROGRAMS / program), *map(str, args)]
     cmd = [shutil.which("mpiexec"), "-n", str(per_site), "-env", "COC_SITE", "a", *side, ":",

@@ -117,7 +117,7 @@ def test_gateway_memory_stays_bounded_when_receiver_stops_reading(open_engine, s
     assert stalled["bytes_forwarded"] < msg * count // 2, "the stall never reached the gateway"
     for r in sends:
         r.wait(120)
-    seqs, intact = child.result(timeout=120)
+    seqs, intact = child.result(timeout=scaled(120))
     assert seqs == list(range(count)) and intact
     assert gw.stats()["forward_bytes_buffered_max"] < bound
 

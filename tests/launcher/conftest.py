@@ -10,6 +10,7 @@ import pytest
 # Test modules import launcher_helpers by name (pytest runs with --import-mode=importlib).
 sys.path.insert(0, os.path.dirname(__file__))
 
+from hang_bounds import scaled  # noqa: E402
 from launcher_helpers import COC_RUN  # noqa: E402
 
 # The test programs are ranks, not test modules (they must not be imported for doctests).
@@ -20,7 +21,7 @@ collect_ignore = ["programs"]
 def coc_run(tmp_path):
     """Run coc-run to completion; returns a CompletedProcess with text output."""
 
-    def run(*args, timeout=30, stdin=subprocess.DEVNULL, input=None, env=None):
+    def run(*args, timeout=scaled(30), stdin=subprocess.DEVNULL, input=None, env=None):
         return subprocess.run([*COC_RUN, *map(str, args)], cwd=tmp_path, stdin=stdin,
                               input=input, capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, **(env or {})})
@@ -44,4 +45,4 @@ def start_coc_run(tmp_path):
     for proc in started:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=10)
+        proc.communicate(timeout=scaled(10))

@@ -53,9 +53,9 @@ def assert_all_gone(pids, within=10.0):
     pytest.fail(f"processes left behind: {left}")
 
 
-def wait_for_files(directory, count, timeout=20.0, pattern="*.json"):
+def wait_for_files(directory, count, timeout=scaled(20.0), pattern="*.json"):
     """Wait until ``directory`` holds ``count`` files matching ``pattern``."""
-    deadline = time.monotonic() + scaled(timeout)
+    deadline = time.monotonic() + timeout
     while len(list(Path(directory).glob(pattern))) < count:
         if time.monotonic() > deadline:
             pytest.fail(f"only {len(list(Path(directory).glob(pattern)))} of {count} "

@@ -7,6 +7,7 @@ import pytest
 
 PROGRAM = """
 import atexit, os, sys, threading
+from hang_bounds import scaled
 atexit.register(lambda: print("exit handler ran", flush=True))
 threading.Thread(target=threading.Event().wait, daemon=False).start()  # would keep us alive
 mode = sys.argv[1]
@@ -22,7 +23,7 @@ sys.exit({"exit4": 4, "message": "bad input"}.get(mode, 0))
 def _run(tmp_path, *args, env=None):
     (tmp_path / "prog.py").write_text(PROGRAM)
     return subprocess.run([sys.executable, "-m", "coc", *args], cwd=tmp_path, text=True,
-                          capture_output=True, timeout=20, env=env)
+                          capture_output=True, timeout=scaled(20), env=env)
 
 
 @pytest.mark.parametrize("mode, status, stderr_has", [

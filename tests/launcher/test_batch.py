@@ -170,7 +170,7 @@ def test_stopping_coc_run_while_queued_cancels_the_batch_job(start_coc_run, fake
         time.sleep(0.05)
     time.sleep(0.3)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=15)
+    out, err = proc.communicate(timeout=scaled(15))
     assert proc.returncode != 0
     assert fake_slurm["log"].read_text().splitlines()[-1] == "scancel 4242"
     assert "batch job 4242 cancelled before it started" in err
@@ -196,16 +196,16 @@ def test_a_wrong_token_learns_nothing(tmp_path):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         host, port = script.read_text().split(":")
-        with socket.create_connection((host, int(port)), timeout=5) as sock:
+        with socket.create_connection((host, int(port)), timeout=scaled(5)) as sock:
             sock.sendall(protocol.encode({"type": "batch-agent", "token": "guess"}))
             sock.settimeout(5)
             assert sock.recv(100) == b""                 # closed without a word
         relay.stdin.close()                               # coc-run gone: cancel, exit
-        assert relay.wait(timeout=10) == 1
+        assert relay.wait(timeout=scaled(10)) == 1
     finally:
         if relay.poll() is None:
             relay.kill()
-        relay.wait(timeout=5)
+        relay.wait(timeout=scaled(5))
         relay.stdout.close()
         print(relay.stderr.read().decode())
         relay.stderr.close()

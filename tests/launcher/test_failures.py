@@ -30,7 +30,7 @@ def test_first_signal_stops_the_job_cleanly(start_coc_run, tmp_path, signum):
     wait_for_files(tmp_path, 4)
     sent = time.monotonic()
     proc.send_signal(signum)
-    out, err = proc.communicate(timeout=10)
+    out, err = proc.communicate(timeout=scaled(10))
     assert time.monotonic() - sent < scaled(10)    # a bound against a hang
     assert proc.returncode == 128 + signum
     assert f"coc-run: {signal.Signals(signum).name} received, job stopped" in err
@@ -45,7 +45,7 @@ def test_second_ctrl_c_kills_at_once(start_coc_run, tmp_path):
     time.sleep(0.1)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=10)
+    proc.communicate(timeout=scaled(10))
     assert time.monotonic() - sent < scaled(0.8)  # inside the 1 s TERM grace when idle
     assert proc.returncode == 130
     assert_all_gone(recorded_pids(tmp_path))
@@ -56,7 +56,7 @@ def test_ranks_that_ignore_sigterm_are_killed_after_the_grace_period(start_coc_r
     wait_for_files(tmp_path, 4)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=10)
+    proc.communicate(timeout=scaled(10))
     assert 0.9 < time.monotonic() - sent < scaled(10)   # waited for the grace period
     assert_all_gone(recorded_pids(tmp_path))
 
@@ -66,7 +66,7 @@ def test_agents_end_their_ranks_when_coc_run_itself_is_killed(start_coc_run, tmp
     wait_for_files(tmp_path, 4)
     pids = recorded_pids(tmp_path)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=5)
+    proc.wait(timeout=scaled(5))
     assert_all_gone(pids)
 
 
@@ -93,7 +93,7 @@ def test_a_dead_gateway_daemon_ends_the_job_naming_it(start_coc_run, tmp_path, s
     assert len(gateways) == 2
     pids = recorded_pids(tmp_path) | set(gateways)
     os.kill(gateways[0], signum)
-    _, err = proc.communicate(timeout=10)
+    _, err = proc.communicate(timeout=scaled(10))
     assert proc.returncode == 128 + signum
     name = signal.Signals(signum).name
     assert f"was killed by signal {signum} ({name}) while ranks were running; job stopped" in err
@@ -125,7 +125,7 @@ def test_unreachable_site_fails_the_launch_and_stops_the_sites_already_started(
     job = Job(plan, sink, os.urandom(32))
     with pytest.raises(LaunchError, match=r"site b: site unreachable: its agent ended "
                                           r"\(exit code 255\) before it said hello"):
-        asyncio.run(job.run(timeout=20))
+        asyncio.run(job.run(timeout=scaled(20)))
     assert job.agents["a"].process.returncode == 0
     assert_all_gone(recorded_pids(tmp_path) | {job.agents["a"].process.pid})
 

@@ -20,6 +20,7 @@ FIRST_COMMAND = "pip install . && coc-run -n 8 --tag-output python examples/hell
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)        # a fresh build; minutes on a busy machine (scaled as well)
 def test_readme_first_command_from_a_fresh_clone(tmp_path, scaled):
     assert f"\n{FIRST_COMMAND}\n" in (ROOT / "README.md").read_text()
     if not (ROOT / ".git").exists() or shutil.which("git") is None:

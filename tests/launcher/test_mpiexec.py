@@ -15,6 +15,7 @@ import pytest
 
 from coc.launcher.spawners.mpiexec import find_mpiexec
 from launcher_helpers import alive, assert_all_gone, program, recorded_pids, wait_for_files
+from hang_bounds import scaled
 
 pytestmark = pytest.mark.skipif(
     find_spec("mpi4py") is None or find_mpiexec() is None,
@@ -77,7 +78,7 @@ def test_a_failing_rank_under_mpiexec_stops_the_whole_job(start_coc_run, tmp_pat
     shepherds = [r["agent"] for r in records if r["rank"] < 3]
     proxies = {_parent(pid) for pid in shepherds if alive(pid)}
     launchers = {_parent(pid) for pid in proxies if alive(pid)}
-    _, err = proc.communicate(timeout=20)
+    _, err = proc.communicate(timeout=scaled(20))
     assert proc.returncode == status, err
     words = "exited with code 7" if status == 7 else "was killed by signal 9 (SIGKILL)"
     assert f"coc-run: rank 1 (site a, host a1) {words}" in err
@@ -98,7 +99,7 @@ def test_killing_coc_run_ends_the_site_mpiexec_and_its_ranks(start_coc_run, tmp_
     proxies = {_parent(pid) for pid in shepherds}
     launchers = {_parent(pid) for pid in proxies}
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=5)
+    proc.wait(timeout=scaled(5))
     assert_all_gone(recorded_pids(tmp_path) | proxies | launchers)
 
 
@@ -108,7 +109,7 @@ def test_ctrl_c_stops_ranks_under_mpiexec_that_ignore_sigterm(start_coc_run, tmp
     shepherds = [json.loads(p.read_text())["agent"] for p in tmp_path.glob("[012].json")]
     launchers = {_parent(_parent(pid)) for pid in shepherds}
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=10)
+    _, err = proc.communicate(timeout=scaled(10))
     assert proc.returncode == 130
     assert "coc-run: SIGINT received, job stopped" in err
     assert_all_gone(recorded_pids(tmp_path) | set(shepherds) | launchers)

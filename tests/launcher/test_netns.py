@@ -14,6 +14,7 @@ import pytest
 
 
 from launcher_helpers import COC_RUN
+from hang_bounds import scaled
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the netns spawner runs "
@@ -34,11 +35,11 @@ PAIR = textwrap.dedent("""
         apply_routes(eng, info["routes"])
         rank, last, buf = me["rank"], me["size"] - 1, bytearray(64)
         if rank == 0:
-            eng.isend(b"a1 to b1", last, tag=1).wait(timeout=10)
-            got = eng.irecv(buf, source=last, tag=2).wait(timeout=10)
+            eng.isend(b"a1 to b1", last, tag=1).wait(timeout=scaled(10))
+            got = eng.irecv(buf, source=last, tag=2).wait(timeout=scaled(10))
         elif rank == last:
-            got = eng.irecv(buf, source=0, tag=1).wait(timeout=10)
-            eng.isend(b"b1 to a1", 0, tag=2).wait(timeout=10)
+            got = eng.irecv(buf, source=0, tag=1).wait(timeout=scaled(10))
+            eng.isend(b"b1 to a1", 0, tag=2).wait(timeout=scaled(10))
         print(json.dumps({"rank": rank, "host": os.environ["COC_HOST"],
                           "listen": os.environ["COC_LISTEN_HOST"], "peers": info["peers"],
                           "got": bytes(buf[:got.count]).decode() if rank in (0, last) else None}),
@@ -46,7 +47,7 @@ PAIR = textwrap.dedent("""
 """)
 
 
-def _coc_run(tmp_path, *args, timeout=25):
+def _coc_run(tmp_path, *args, timeout=scaled(25)):
     return subprocess.run([*COC_RUN, *map(str, args)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -80,7 +81,7 @@ def test_a_direct_route_from_a1_to_b1_fails(two_sites_testbed):
              "except OSError as e: print(type(e).__name__, e.errno); sys.exit(0)\n"
              "sys.exit(1)\n")
     result = bed.exec("a1", ["python3", "-c", probe], capture_output=True, text=True,
-                      timeout=10)
+                      timeout=scaled(10))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("OSError 101"), result.stdout        # ENETUNREACH
 

@@ -108,7 +108,7 @@ def test_a_host_agent_that_dies_is_a_failure_naming_the_host(start_coc_run, pbs_
         time.sleep(0.05)
     agent = json.loads((pids / "4.json").read_text())["agent"]    # rank 4 runs on b2
     os.kill(agent, signal.SIGKILL)                  # the node's agent dies
-    out, err = proc.communicate(timeout=15)
+    out, err = proc.communicate(timeout=scaled(15))
     assert proc.returncode == 1, err
     assert "host b2: its agent ended" in err
     assert_all_gone(recorded_pids(pids))

@@ -155,7 +155,7 @@ def test_unhandled_exception_in_one_rank_aborts_ranks_blocked_on_stdin(coc_run, 
     r, w = os.pipe()                       # rank 0 reads coc-run's stdin, which stays open
     try:
         result = coc_run("-n", 2, program("rank.py"), "--pid-dir", tmp_path, "--raise-rank", 1,
-                         "--stay", "stdin", stdin=r, timeout=30)
+                         "--stay", "stdin", stdin=r, timeout=scaled(30))
     finally:
         os.close(r)
         os.close(w)
@@ -197,7 +197,7 @@ def test_a_reader_that_stops_early_does_not_hang_the_job(tmp_path):
     assert proc.stdout.readline() == b"1\n"
     proc.stdout.close()                        # like `coc-run ... | head -1`
     try:
-        assert proc.wait(timeout=20) == 0
+        assert proc.wait(timeout=scaled(20)) == 0
     finally:
         proc.kill()
         proc.stderr.close()

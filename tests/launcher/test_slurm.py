@@ -22,6 +22,7 @@ from coc.launcher.spawners.slurm import SlurmSpawner
 from coc.pycommand import python_argv
 from launcher_helpers import COC_RUN, assert_all_gone, program, recorded_pids, wait_for_files
 from slurm_cluster import missing_reason, start_cluster
+from hang_bounds import scaled
 
 HOST = socket.gethostname().split(".")[0]
 NODES = [HOST, f"{HOST}-2"]          # two slurmd on this machine
@@ -66,7 +67,7 @@ def topology_file(tmp_path):
     return path
 
 
-def salloc(cluster, tasks, *args, nodes=(HOST,), timeout=60):
+def salloc(cluster, tasks, *args, nodes=(HOST,), timeout=scaled(60)):
     """Run ``coc-run ARGS`` in ``salloc`` of TASKS over ``nodes``; return the CompletedProcess."""
     try:
         return subprocess.run(
@@ -80,7 +81,7 @@ def salloc(cluster, tasks, *args, nodes=(HOST,), timeout=60):
 
 def _steps_left(cluster):
     result = subprocess.run(["squeue", "-h", "-s", "-o", "%i %j"], env=cluster.env,
-                            capture_output=True, text=True, timeout=10)
+                            capture_output=True, text=True, timeout=scaled(10))
     return result.stdout.strip()
 
 
@@ -133,7 +134,7 @@ def test_a_batch_script_runs_coc_run_with_sbatch_wait(slurm, topology_file, tmp_
 echo "coc-run exited with $?"
 """)
     result = subprocess.run(["sbatch", "--wait", "--quiet", str(script)], env=slurm.env,
-                            capture_output=True, text=True, timeout=60)
+                            capture_output=True, text=True, timeout=scaled(60))
     output = (tmp_path / "job.out").read_text()
     assert result.returncode == 0, result.stderr + output
     assert f"coc-run: rank 1 (site a, host {HOST}) exited with code 5" in output
@@ -197,22 +198,22 @@ def test_killing_coc_run_in_the_allocation_ends_the_step_and_its_ranks(slurm, to
     try:
         wait_for_files(pid_dir, 6)
         coc_run = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
-                                 text=True, timeout=10).stdout.split()
+                                 text=True, timeout=scaled(10)).stdout.split()
         assert len(coc_run) == 1
         os.kill(int(coc_run[0]), signal.SIGKILL)
         assert_all_gone(recorded_pids(pid_dir))
-        proc.communicate(timeout=20)
+        proc.communicate(timeout=scaled(20))
         assert _steps_left(slurm) == ""
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate(timeout=10)
+            proc.communicate(timeout=scaled(10))
 
 
 def test_outside_an_allocation_the_slurm_spawner_says_so(topology_file, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     result = subprocess.run([*COC_RUN, "--topology", str(topology_file), "-n", "1", "true"],
-                            env=env, capture_output=True, text=True, timeout=30)
+                            env=env, capture_output=True, text=True, timeout=scaled(30))
     assert result.returncode == 2
     assert "site a: spawner 'slurm' needs a Slurm allocation (SLURM_JOB_ID is not set)" \
         in result.stderr

@@ -62,7 +62,7 @@ def _need_sshd():
     if not Path(SSHD).exists() and shutil.which("apt-get"):
         subprocess.run(["apt-get", "install", "-y", "-qq", "-o", "DPkg::Lock::Timeout=60",
                         "openssh-server"], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-                       capture_output=True, timeout=300)
+                       capture_output=True, timeout=scaled(300))
     if not Path(SSHD).exists():
         pytest.skip("needs Debian's openssh-server (sshd): apt-get install openssh-server")
     return SSHD
@@ -70,7 +70,7 @@ def _need_sshd():
 
 def _keygen(path):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-                   check=True, timeout=10)
+                   check=True, timeout=scaled(10))
     return Path(f"{path}.pub").read_text().split()[:2]
 
 
@@ -124,20 +124,20 @@ def site(tmp_path_factory, two_sites_testbed):
         for daemon in daemons.values():      # by PID: only the daemons this test started
             daemon.terminate()
             try:
-                daemon.wait(timeout=5)
+                daemon.wait(timeout=scaled(5))
             except subprocess.TimeoutExpired:
                 daemon.kill()
-                daemon.wait(timeout=5)
+                daemon.wait(timeout=scaled(5))
             daemon.stderr.close()
 
 
-def _wait_listening(bed, host, daemon, timeout=10.0):
+def _wait_listening(bed, host, daemon, timeout=scaled(10.0)):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if daemon.poll() is not None:
             pytest.fail(f"sshd on {host} ended: {daemon.stderr.read()}")
         out = bed.exec(host, ["ss", "-Htln", "sport = :22"], capture_output=True, text=True,
-                       timeout=5).stdout
+                       timeout=scaled(5)).stdout
         if out.strip():
             return
         time.sleep(0.05)
@@ -160,7 +160,7 @@ def _profile(site, tmp_path, **extra):
     return path
 
 
-def _coc_run_in(site, host, tmp_path, *args, timeout=25):
+def _coc_run_in(site, host, tmp_path, *args, timeout=scaled(25)):
     """Run coc-run inside ``host``'s namespace (a user on that machine)."""
     return site["bed"].exec(host, [*COC_RUN, *map(str, args)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=timeout,
@@ -261,11 +261,11 @@ def test_a_lost_ssh_connection_ends_the_job_naming_site_and_host(site, tmp_path)
         sessions = _children(listener) - before
         for pid in sessions:
             os.kill(pid, signal.SIGKILL)                 # the connection dies with its server
-        out, err = proc.communicate(timeout=20)
+        out, err = proc.communicate(timeout=scaled(20))
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate(timeout=5)
+            proc.communicate(timeout=scaled(5))
     assert proc.returncode == 1, err
     assert f"site b (ssh {site['login']}): connection failed or lost" in err
     assert "site b: its agent died" in err
@@ -273,7 +273,7 @@ def test_a_lost_ssh_connection_ends_the_job_naming_site_and_host(site, tmp_path)
     sshd_b1 = site["sshd"]["b1"].pid
     leftover = {int(p) for p in site["bed"].exec(
         "b1", ["ip", "netns", "pids", f"coc:{site['bed'].name}:b1"], capture_output=True,
-        text=True, timeout=5).stdout.split()} - {sshd_b1} - _children(sshd_b1)
+        text=True, timeout=scaled(5)).stdout.split()} - {sshd_b1} - _children(sshd_b1)
     assert not leftover or _wait_gone(leftover), leftover    # the rank on b1 is gone
 
 

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hang_bounds import scaled
 
 NATIVE = Path(__file__).resolve().parents[2] / "native"
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None or not NATIVE.is_di
 def _make(target, build):
     env = dict(os.environ, BUILD=build)
     return subprocess.run(["make", "-C", str(NATIVE), f"BUILD={build}", target],
-                          capture_output=True, text=True, env=env, timeout=600)
+                          capture_output=True, text=True, env=env, timeout=scaled(600))
 
 
 @pytest.mark.parametrize("target,build", [("test", "build"), ("sanitize", "build-san")])

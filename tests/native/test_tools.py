@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None or not NATIVE.is_di
 @pytest.fixture(scope="module")
 def tools():
     build = subprocess.run(["make", "-C", str(NATIVE), "-s", "build/coc_pingpong",
-                            "build/coc_relay"], capture_output=True, text=True, timeout=600)
+                            "build/coc_relay"], capture_output=True, text=True, timeout=scaled(600))
     assert build.returncode == 0, build.stderr[-4000:]
     return NATIVE / "build" / "coc_pingpong", NATIVE / "build" / "coc_relay"
 

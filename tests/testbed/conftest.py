@@ -12,6 +12,7 @@ import pytest
 import coc.testbed
 from coc.errors import TopologyWarning
 from coc.topology import load
+from hang_bounds import scaled
 
 ROOT_REASON = ("needs root: coc testbed builds network namespaces, veths and bridges "
                "(CI runs these as root)")
@@ -46,7 +47,7 @@ CLIENT = textwrap.dedent("""
     import socket, sys, time
     host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     try:
-        c = socket.create_connection((host, port), timeout=1.0)
+        c = socket.create_connection((host, port), timeout=scaled(1.0))
         c.settimeout(10.0)  # sending at a slow shaped rate may block for longer
         if seconds:
             data, end = b"x" * (1 << 20), time.monotonic() + seconds
@@ -107,7 +108,7 @@ def processes():
     for p in started:
         if p.poll() is None:
             p.kill()
-        p.wait(timeout=10)
+        p.wait(timeout=scaled(10))
 
 
 @pytest.fixture

@@ -54,23 +54,23 @@ ENDPOINT = textwrap.dedent("""
         if cfg["role"] in ("receiver", "pong"):
             print(json.dumps({"ready": True}), flush=True)
         if cfg["role"] == "receiver":
-            st = eng.irecv(buf, source=other, tag=7).wait(timeout=60)
+            st = eng.irecv(buf, source=other, tag=7).wait(timeout=scaled(60))
             out["sha256"] = hashlib.sha256(buf[:st.count]).hexdigest()
-            eng.isend(out["sha256"].encode(), other, tag=8).wait(timeout=60)
+            eng.isend(out["sha256"].encode(), other, tag=8).wait(timeout=scaled(60))
         elif cfg["role"] == "sender":
             data = random.Random(cfg["seed"]).randbytes(cfg["size"])
-            eng.isend(data, other, tag=7).wait(timeout=60)
-            st = eng.irecv(buf, source=other, tag=8).wait(timeout=60)
+            eng.isend(data, other, tag=7).wait(timeout=scaled(60))
+            st = eng.irecv(buf, source=other, tag=8).wait(timeout=scaled(60))
             out["sha256"] = bytes(buf[:st.count]).decode()
         else:
             rtts = []
             for _ in range(cfg["rounds"]):
                 start = time.perf_counter()
                 if cfg["role"] == "ping":
-                    eng.isend(b"8 bytes!", other, tag=9).wait(timeout=60)
-                st = eng.irecv(buf, source=other, tag=9).wait(timeout=60)
+                    eng.isend(b"8 bytes!", other, tag=9).wait(timeout=scaled(60))
+                st = eng.irecv(buf, source=other, tag=9).wait(timeout=scaled(60))
                 if cfg["role"] == "pong":
-                    eng.isend(b"8 bytes!", other, tag=9).wait(timeout=60)
+                    eng.isend(b"8 bytes!", other, tag=9).wait(timeout=scaled(60))
                 rtts.append(time.perf_counter() - start)
             out["rtt"] = min(rtts)
         out.update(count=st.count, source=st.source, stats=eng.stats())
@@ -111,7 +111,7 @@ def _endpoint(bed, processes, host, **cfg):
 
 
 def _result(p):
-    out, err = p.communicate(timeout=90)
+    out, err = p.communicate(timeout=scaled(90))
     assert p.returncode == 0, err
     return json.loads(out)
 
@@ -139,7 +139,7 @@ def test_message_crosses_sites_only_through_the_gateways(two_sites, processes, c
         gw = GatewayProcess({"self_id": ids[host], "secret": secret, "listen_host": "0.0.0.0",
                              "port_range": [PORT, PORT], "peers": peers,
                              "routes": routes},
-                            prefix=bed.argv(host, []), timeout=15)
+                            prefix=bed.argv(host, []), timeout=scaled(15))
         processes(gw.proc)
         gateways.append(gw)
 
@@ -157,7 +157,7 @@ def test_message_crosses_sites_only_through_the_gateways(two_sites, processes, c
     assert (got["sha256"], got["count"], got["source"]) == (expected, size, ids["a1"])
     assert (sent["sha256"], sent["source"]) == (expected, ids["b1"])  # the answer came back
     for gw in gateways:
-        stats = gw.stop(timeout=10)["stats"]
+        stats = gw.stop(timeout=scaled(10))["stats"]
         assert stats["frames_forwarded"] >= 2, (gw.proc.args, stats)  # message and answer
         assert stats["bytes_forwarded"] >= size
 

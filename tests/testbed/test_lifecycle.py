@@ -8,6 +8,7 @@ import pytest
 
 import coc.testbed
 from coc.testbed import names, netns, state
+from hang_bounds import scaled
 
 pytestmark = pytest.mark.root
 
@@ -50,10 +51,10 @@ def test_down_ends_processes_left_in_the_testbed(testbeds, two_sites):
             assert time.monotonic() < deadline and sleeper.poll() is None
             time.sleep(0.01)
         assert bed.down()["processes"] == 1
-        assert sleeper.wait(timeout=5) == -15
+        assert sleeper.wait(timeout=scaled(5)) == -15
     finally:
         sleeper.kill()
-        sleeper.wait(timeout=5)
+        sleeper.wait(timeout=scaled(5))
 
 
 def test_two_testbeds_at_once(testbeds, two_sites, serve, client):
@@ -90,7 +91,7 @@ def test_down_without_state_still_finds_the_namespaces(testbeds, two_sites):
 def test_status_reports_what_is_and_is_not_emulated(testbeds, two_sites):
     bed = testbeds(two_sites)
     done = subprocess.run([sys.executable, "-m", "coc.cli", "testbed", "status", "--name",
-                           bed.name], capture_output=True, text=True, timeout=30)
+                           bed.name], capture_output=True, text=True, timeout=scaled(30))
     assert done.returncode == 0, done.stderr
     assert "bandwidth: emulated" in done.stdout
     latency = "latency: emulated" if bed.offered["netem"] else "latency: NOT EMULATED"
@@ -104,7 +105,7 @@ def test_cli_up_exec_down():
 
     def coc(*args):
         return subprocess.run([sys.executable, "-W", "ignore", "-m", "coc.cli", "testbed",
-                               *args], capture_output=True, text=True, timeout=60)
+                               *args], capture_output=True, text=True, timeout=scaled(60))
 
     try:
         up = coc("up", "private-pair", "--name", name)
@@ -131,6 +132,6 @@ def test_not_root_gets_a_clear_error():
             "try:\n    args.func(args)\n"
             "except coc.errors.CocError as exc:\n    sys.exit(f'error: {exc}')\n")
     done = subprocess.run([sys.executable, "-c", drop], capture_output=True, text=True,
-                          timeout=30)
+                          timeout=scaled(30))
     assert done.returncode == 1, done.stderr
     assert "needs root" in done.stderr and f"uid {nobody}" in done.stderr

@@ -4,6 +4,7 @@ import pytest
 
 from coc.testbed import shaping
 from coc.topology import from_dict
+from hang_bounds import scaled
 
 MBIT = 1e6 / 8  # bytes per second
 
@@ -40,7 +41,7 @@ def test_shaped_rate_is_a_ceiling(testbeds, serve, client, graph, src, dst, rate
     address = bed.address(dst)
     server = serve(bed, dst, address, 7100, rate=True)
     assert client(bed, src, address, 7100, seconds=2.5) == "ok"
-    measured = float(server.communicate(timeout=10)[0].split()[1])
+    measured = float(server.communicate(timeout=scaled(10))[0].split()[1])
     # The model's bandwidth is a ceiling the namespaces enforce; how close a busy machine
     # gets to it is a benchmark's business (docs/performance.md), not a test's.
     assert 0 < measured < 1.10 * rate, f"measured {measured * 8 / 1e6:.1f} Mbit/s"

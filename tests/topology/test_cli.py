@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from coc.cli import main
+from hang_bounds import scaled
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SMALL = str(DATA / "topology-good" / "two-sites-small.yaml")
@@ -87,7 +88,7 @@ def test_draw_without_matplotlib_says_how_to_get_it(tmp_path):
     code = ("import sys; sys.modules['matplotlib'] = None; from coc.cli import main; "
             f"sys.exit(main(['topo', 'draw', {SMALL!r}, '-o', {str(tmp_path / 'x.png')!r}]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=scaled(60))
     assert done.returncode == 1
     assert "drawing a topology needs matplotlib: pip install 'coc[draw]'" in done.stderr
     assert not (tmp_path / "x.png").exists()
@@ -97,7 +98,7 @@ def test_coc_topo_check_as_a_command():
     command = shutil.which("coc")
     command = [command] if command else [sys.executable, "-m", "coc.cli"]
     done = subprocess.run(command + ["topo", "check", SMALL, BAD],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=scaled(60))
     assert done.returncode == 1
     assert "OK: two-sites-small" in done.stdout
     assert "unknown network 'lan-x'" in done.stderr

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::coc.errors.TopologyWarning")
 from coc.errors import TopologyError  # noqa: E402
 from coc.topology import draw as drawing  # noqa: E402
 from coc.topology import library_names, load, route  # noqa: E402
+from hang_bounds import scaled
 
 NOTEBOOK = Path(__file__).parents[2] / "examples" / "topology_tour.ipynb"
 ARROW = " \u2192 "
@@ -161,7 +162,7 @@ def test_tour_notebook_runs():
     nbclient = pytest.importorskip("nbclient", reason="executing the notebook needs nbclient")
     pytest.importorskip("ipykernel", reason="executing the notebook needs ipykernel")
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+    nbclient.NotebookClient(nb, timeout=scaled(120), kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
