@@ -92,7 +92,8 @@ def _check_hosts(G):
         where = f"host {excerpt(h)}"
         _known(G, where, "role", a["role"], ROLES, h, " (or login for frontend)")
         if not isinstance(a["slots"], int) or isinstance(a["slots"], bool) or a["slots"] < 0:
-            raise _fail(G, f"{where}: slots must be a whole number >= 0, not {excerpt(a['slots'])}", h)
+            raise _fail(G, f"{where}: slots must be a whole number >= 0, not "
+                           f"{excerpt(a['slots'])}", h)
         if a["slots"] > bound.slots:
             raise _fail(G, exceeded(f"{where} has", "slots", a["slots"]), h)
         why = _bad_destination(a["hostname"])
@@ -131,16 +132,18 @@ def _check_names(G):
             try:
                 address = ipaddress.ip_address(d["address"])
             except ValueError:
-                raise _fail(G, f"host {excerpt(h)}: {excerpt(d['address'])} is not an IP address", h) from None
+                raise _fail(G, f"host {excerpt(h)}: {excerpt(d['address'])} is not an IP "
+                               f"address", h) from None
             subnet = net_attrs["subnet"]
             if subnet is not None and address not in subnets(subnet):
-                raise _fail(G, f"host {excerpt(h)}: address {address} is outside network {excerpt(net)} "
-                               f"subnet {subnet}", h)
+                raise _fail(G, f"host {excerpt(h)}: address {address} is outside network "
+                               f"{excerpt(net)} subnet {subnet}", h)
             key = ("public" if net_attrs["scope"] == "public" else space[net], address)
             if key in seen:
                 other, other_net = seen[key]
-                raise _fail(G, f"host {excerpt(h)}: address {address} on network {excerpt(net)} is already "
-                               f"used by host {excerpt(other)} on network {excerpt(other_net)}", h)
+                raise _fail(G, f"host {excerpt(h)}: address {address} on network "
+                               f"{excerpt(net)} is already used by host {excerpt(other)} on "
+                               f"network {excerpt(other_net)}", h)
             seen[key] = (h, net)
 
 
@@ -240,8 +243,8 @@ def _check_reachable(G):
     pair = _unreachable(G, comp, hosts(G))
     if pair:
         side_a, side_b = ({comp[net] for net in G[h]} for h in pair)
-        raise _fail(G, f"host {excerpt(pair[0])} cannot reach host {excerpt(pair[1])}: no gateway joins "
-                       f"their networks" + _hint(G, comp, side_a, side_b), pair[0])
+        raise _fail(G, f"host {excerpt(pair[0])} cannot reach host {excerpt(pair[1])}: no "
+                       f"gateway joins their networks" + _hint(G, comp, side_a, side_b), pair[0])
 
 
 def _names(site_group):
