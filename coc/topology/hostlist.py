@@ -53,15 +53,15 @@ def _split_top(expression):
 
 
 def _spans(expression, spec):
-    """Return the (first, last, zero-padded width) spans one bracket ``spec`` (``01-16,20``) holds."""
+    """Return the (first, last, zero-padded width) spans of one bracket ``spec`` (``01-16,20``)."""
     spans = []
     for item in spec.split(","):
         low, dash, high = item.strip().partition("-")
         if (not low.isdigit() or (dash and not high.isdigit())
                 or max(len(low), len(high)) > 18):
-            raise HostlistError(f"host list {excerpt(expression)}: bad range {excerpt(item)} in "
-                                f"[{excerpt(spec)[1:-1]}]: expected numbers like [1-4,7] or [01-16] "
-                                f"(up to 18 digits)")
+            raise HostlistError(f"host list {excerpt(expression)}: bad range {excerpt(item)} "
+                                f"in [{excerpt(spec)[1:-1]}]: expected numbers like [1-4,7] or "
+                                f"[01-16] (up to 18 digits)")
         high = high if dash else low
         if int(high) < int(low):
             raise HostlistError(f"host list {excerpt(expression)}: range {excerpt(item)} runs "
@@ -117,7 +117,8 @@ def expand(expression):
         part = part.strip()
         pieces = re.split(r"\[([^\]]*)\]", part)
         if not part or any(c in part for c in " \t"):
-            raise HostlistError(f"host list {excerpt(expression)}: empty name or blank inside a name")
+            raise HostlistError(f"host list {excerpt(expression)}: empty name or blank "
+                                f"inside a name")
         ranges = [None if i % 2 == 0 else _spans(expression, piece)
                   for i, piece in enumerate(pieces)]
         count += math.prod(sum(high - low + 1 for low, high, _ in spans)
@@ -133,7 +134,8 @@ def expand(expression):
     seen = set()
     for name in names:
         if name in seen:
-            raise HostlistError(f"host list {excerpt(expression)}: name {excerpt(name)} listed twice")
+            raise HostlistError(f"host list {excerpt(expression)}: name {excerpt(name)} "
+                                f"listed twice")
         seen.add(name)
     return names
 

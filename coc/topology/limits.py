@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, replace
 
 from coc.errors import TopologyError
 
-__all__ = ["Limits", "limits", "set_limits", "excerpt", "exceeded"]
+__all__ = ["Limits", "limits", "set_limits", "excerpt", "shorten", "exceeded"]
 
 ENVIRONMENT = "COC_TOPOLOGY_LIMITS"
 
@@ -145,4 +145,16 @@ def excerpt(value):
     cut.maxlist = cut.maxtuple = cut.maxdict = cut.maxset = cut.maxfrozenset = 4
     cut.maxlevel = 3
     text = cut.repr(value)
+    return text if len(text) <= size else text[:size - 3] + "..."
+
+
+def shorten(text):
+    """Return ``text`` (a message from a library, which may quote a value) cut to a few lines.
+
+    Examples
+    --------
+    >>> shorten("x" * 1000)[-10:], len(shorten("x" * 1000))
+    ('xxxxxxx...', 320)
+    """
+    size = 4 * limits().excerpt
     return text if len(text) <= size else text[:size - 3] + "..."

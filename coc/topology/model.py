@@ -9,7 +9,7 @@ import networkx as nx
 
 from coc.errors import TopologyError
 from coc.topology.hostlist import HostlistError, expand, natural_key
-from coc.topology.limits import exceeded, excerpt, limits
+from coc.topology.limits import exceeded, excerpt, limits, shorten
 from coc.topology.units import format_bandwidth, format_time, parse_bandwidth, parse_time
 from coc.topology.yamlfile import decode, line_of, read_yaml
 
@@ -175,7 +175,8 @@ def _address(text, data, key, where, file):
     try:
         return ipaddress.ip_address(str(text))
     except ValueError:
-        raise _error(f"{where}: {excerpt(text)} is not an IP address", data, key, file=file) from None
+        raise _error(f"{where}: {excerpt(text)} is not an IP address", data, key,
+                     file=file) from None
 
 
 def _add_networks(G, data, file):
@@ -195,7 +196,8 @@ def _add_networks(G, data, file):
             try:
                 subnet = str(ipaddress.ip_network(str(subnet)))
             except ValueError as exc:
-                raise _error(f"{where}: bad subnet {excerpt(subnet)}: {exc}", net, "subnet",
+                raise _error(f"{where}: bad subnet {excerpt(subnet)}: {shorten(str(exc))}",
+                             net, "subnet",
                              file=file) from None
         G.add_node(str(name), kind="network", technology=net.get("technology", "ethernet"),
                    latency=_quantity(parse_time, net, "latency", where, file),
@@ -277,8 +279,7 @@ def _add_host_entry(G, site, entry, default_forward_cost, file):
     interfaces = list(_interfaces(G, entry, names, where, file))
     hosts_before = len(G) - G.graph["network_count"]
     if hosts_before + len(names) > limits().hosts:
-        raise _error(exceeded("the file has", "hosts"), entry,
-                     "name", file=file)
+        raise _error(exceeded("the file has", "hosts"), entry, "name", file=file)
     for network, _, address in interfaces:
         if address is not None and int(address) + len(names) - 1 >= 1 << address.max_prefixlen:
             raise _error(f"{where}: {len(names)} hosts from address {address} on network "
@@ -310,8 +311,8 @@ def _add_links(G, data, file):
             between = [_reference(network) for network in between]
         if (not isinstance(between, list) or len(between) != 2
                 or between[0] == between[1]):
-            raise _error(f"link: 'between' must name two different networks, not {excerpt(between)}",
-                         item, "between", file=file)
+            raise _error(f"link: 'between' must name two different networks, not "
+                         f"{excerpt(between)}", item, "between", file=file)
         where = f"link {between[0]}--{between[1]}"
         for network in between:
             if network not in G or G.nodes[network]["kind"] != "network":

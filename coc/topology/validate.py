@@ -92,7 +92,8 @@ def _check_hosts(G):
         where = f"host {excerpt(h)}"
         _known(G, where, "role", a["role"], ROLES, h, " (or login for frontend)")
         if not isinstance(a["slots"], int) or isinstance(a["slots"], bool) or a["slots"] < 0:
-            raise _fail(G, f"{where}: slots must be a whole number >= 0, not {excerpt(a['slots'])}", h)
+            raise _fail(G, f"{where}: slots must be a whole number >= 0, not "
+                           f"{excerpt(a['slots'])}", h)
         if a["slots"] > bound.slots:
             raise _fail(G, exceeded(f"{where} has", "slots", a["slots"]), h)
         why = _bad_destination(a["hostname"])
@@ -131,16 +132,18 @@ def _check_names(G):
             try:
                 address = ipaddress.ip_address(d["address"])
             except ValueError:
-                raise _fail(G, f"host {excerpt(h)}: {excerpt(d['address'])} is not an IP address", h) from None
+                raise _fail(G, f"host {excerpt(h)}: {excerpt(d['address'])} is not an IP "
+                               f"address", h) from None
             subnet = net_attrs["subnet"]
             if subnet is not None and address not in subnets(subnet):
-                raise _fail(G, f"host {excerpt(h)}: address {address} is outside network {excerpt(net)} "
-                               f"subnet {subnet}", h)
+                raise _fail(G, f"host {excerpt(h)}: address {address} is outside network "
+                               f"{excerpt(net)} subnet {subnet}", h)
             key = ("public" if net_attrs["scope"] == "public" else space[net], address)
             if key in seen:
                 other, other_net = seen[key]
-                raise _fail(G, f"host {excerpt(h)}: address {address} on network {excerpt(net)} is already "
-                               f"used by host {excerpt(other)} on network {excerpt(other_net)}", h)
+                raise _fail(G, f"host {excerpt(h)}: address {address} on network "
+                               f"{excerpt(net)} is already used by host {excerpt(other)} on "
+                               f"network {excerpt(other_net)}", h)
             seen[key] = (h, net)
 
 
@@ -240,8 +243,8 @@ def _check_reachable(G):
     pair = _unreachable(G, comp, hosts(G))
     if pair:
         side_a, side_b = ({comp[net] for net in G[h]} for h in pair)
-        raise _fail(G, f"host {excerpt(pair[0])} cannot reach host {excerpt(pair[1])}: no gateway joins "
-                       f"their networks" + _hint(G, comp, side_a, side_b), pair[0])
+        raise _fail(G, f"host {excerpt(pair[0])} cannot reach host {excerpt(pair[1])}: no "
+                       f"gateway joins their networks" + _hint(G, comp, side_a, side_b), pair[0])
 
 
 def _names(site_group):
@@ -261,21 +264,45 @@ def _single_points_of_failure(G):
             counts = site_networks.setdefault(d["site"], {})
             for net in G[h]:
                 counts[net] = counts.get(net, 0) + 1
+    ordered = sorted(site_networks, key=natural_key)
     for g in sorted(joins.gateways, key=natural_key):
         comp = joins.components(without=g)
         home, own = G.nodes[g]["site"], set(joins.gateways[g])
-        groups = []  # [sites, components they reach], merged as sites share components
-        for site in sorted(site_networks, key=natural_key):
-            reach = {comp[net] for net, count in site_networks[site].items()
-                     if not (site == home and count == 1 and net in own)}
-            joined = [group for group in groups if group[1] & reach]
-            merged = ({site}.union(*(s for s, _ in joined)), reach.union(*(r for _, r in joined)))
-            groups = [group for group in groups if group not in joined] + [merged]
+        groups = _site_groups(ordered, site_networks, comp,
+                              lambda site, net, count: site == home and count == 1
+                              and net in own)
         if len(groups) > 1:
-            groups.sort(key=lambda group: min(natural_key(site) for site in group[0]))
-            named = " and ".join(_names(sites_of) for sites_of, _ in groups)
+            named = " and ".join(_names(sites_of) for sites_of in groups)
             yield (f"{named} are joined only through gateway {excerpt(g)} "
                    f"(single point of failure)")
+
+
+def _site_groups(ordered, site_networks, comp, left_out):
+    """Return the sites grouped by the network components they reach, in ``ordered`` order.
+
+    Sites that reach a common component are in one group; ``left_out(site, network, count)``
+    says which of a site's networks do not count. Union-find: linear in site--network pairs.
+    """
+    parent = {site: site for site in ordered}
+
+    def find(site):
+        while parent[site] != site:
+            parent[site] = parent[parent[site]]
+            site = parent[site]
+        return site
+
+    first = {}  # component -> the first site that reaches it
+    for site in ordered:
+        for net, count in site_networks[site].items():
+            if left_out(site, net, count):
+                continue
+            other = first.setdefault(comp[net], site)
+            if other != site:
+                parent[find(site)] = find(other)
+    groups = {}   # in the order of each group's first site
+    for site in ordered:
+        groups.setdefault(find(site), []).append(site)
+    return list(groups.values())
 
 
 def validate(G):

@@ -11,7 +11,7 @@ import codecs
 import yaml
 
 from coc.errors import TopologyError
-from coc.topology.limits import exceeded, excerpt, limits
+from coc.topology.limits import exceeded, excerpt, limits, shorten
 
 __all__ = ["Mapping", "decode", "read_yaml", "line_of"]
 
@@ -176,10 +176,14 @@ def read_yaml(text, file=None):
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         context = f" ({exc.context})" if exc.context else ""
-        raise TopologyError(f"YAML syntax error: {exc.problem}{context}", file=file,
+        raise TopologyError(shorten(f"YAML syntax error: {exc.problem}{context}"), file=file,
                             line=None if mark is None else mark.line + 1) from None
     except yaml.YAMLError as exc:
-        raise TopologyError(f"YAML error: {exc}", file=file) from None
+        raise TopologyError(shorten(f"YAML error: {exc}"), file=file) from None
+    except TopologyError:
+        raise
+    except ValueError as exc:   # a value YAML cannot build, e.g. an integer of 5 000 digits
+        raise TopologyError(shorten(f"YAML value error: {exc}"), file=file) from None
     finally:
         loader.dispose()
 

@@ -91,7 +91,7 @@ def test_any_yaml_shape(data):
 
 
 @FUZZ
-@given(st.lists(st.sampled_from(list("[]{}:,-&*!|>'\"#%@`?\n  abn01") + WORDS),
+@given(st.lists(st.sampled_from(list("[]{}:,-&*!|>'\"#%@`?\n  abn01") + WORDS + ["9" * 5000]),
                 max_size=80).map("".join))
 def test_yaml_punctuation(text):
     _loads_or_topology_error(text)

@@ -160,3 +160,13 @@ def test_excerpt_never_walks_a_huge_value():
         shared = [shared, shared]
     assert len(excerpt(shared)) <= limits().excerpt
     assert excerpt("short") == "'short'"
+
+
+def test_values_yaml_cannot_build_are_errors_with_short_messages():
+    huge_tag = "a: !" + "x" * 100_000 + " 1\n"
+    with pytest.raises(TopologyError, match="constructor for the tag") as info:
+        loads(huge_tag, file="t.yaml")
+    assert len(str(info.value)) <= 4 * limits().excerpt + 10
+    huge_int = ONE_HOST.replace("{name: n1,", "{name: n1, slots: " + "9" * 10_000 + ",")
+    with pytest.raises(TopologyError, match="^t.yaml: YAML value error: Exceeds the limit"):
+        loads(huge_int, file="t.yaml")
