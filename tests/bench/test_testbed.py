@@ -24,4 +24,7 @@ def test_quick_pingpong_on_the_testbed(two_sites_testbed, job, tmp_path):
             if s["pattern"] == "PingPong"}
     assert {c for c, _, _ in rows} == {"host", "site", "wan"}
     assert all(r["n"] > 0 for r in rows.values())
-    assert results["meta"]["clock"]["accuracy_ns"] < 1e6
+    # the offset is known to within half the smallest round trip across the sites: under
+    # --testbed two-sites' declared 1 ms WAN latency is emulated, so about 1 ms; 5 ms catches
+    # a clock that was not synchronised at all (offsets between hosts are not bounded then)
+    assert results["meta"]["clock"]["accuracy_ns"] < 5e6
