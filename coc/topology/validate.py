@@ -8,7 +8,7 @@ import warnings
 from coc.errors import TopologyError, TopologyWarning
 from coc.topology.hostlist import natural_key
 from coc.topology.limits import exceeded, excerpt, limits
-from coc.topology.model import ROLES, SCOPES, SPAWNERS, TECHNOLOGIES, hosts, networks, sites
+from coc.topology.model import ROLES, SCOPES, SPAWNERS, TECHNOLOGIES, hosts, sites
 
 __all__ = ["validate", "network_components"]
 
@@ -32,8 +32,9 @@ def _number(value, minimum=0.0, strict=False):
 
 
 def _check_networks(G):
-    for net in networks(G):
-        a = G.nodes[net]
+    for net, a in G.nodes(data=True):   # in file order: the first mistake in the file
+        if a["kind"] != "network":
+            continue
         where = f"network {excerpt(net)}"
         _known(G, where, "technology", a["technology"], TECHNOLOGIES, net)
         _known(G, where, "scope", a["scope"], SCOPES, net)
@@ -346,14 +347,15 @@ def validate(G):
     _check_names(G)
     _check_reachable(G)
     found = list(_single_points_of_failure(G))
-    unused = sorted((net for net, d in G.nodes(data=True)
-                     if d["kind"] == "network" and G.degree(net) == 0), key=natural_key)
+    unused = [net for net, d in G.nodes(data=True) if d["kind"] == "network" and not G[net]]
     if len(unused) > 5:   # one warning, not one per network (a file may list thousands)
-        found.append(f"{len(unused)} networks are used by no host and no link: "
+        found.append(f"{len(unused)} networks are used by no host and no link (in file "
+                     f"order): "
                      f"{', '.join(excerpt(net) for net in unused[:5])} and "
                      f"{len(unused) - 5} more")
     else:
-        found += [f"network {excerpt(net)} is used by no host and no link" for net in unused]
+        found += [f"network {excerpt(net)} is used by no host and no link"
+                  for net in sorted(unused, key=natural_key)]
     for message in found:
         warnings.warn(TopologyWarning(message), stacklevel=2)
     return found
