@@ -36,6 +36,7 @@ setup(
     package_dir={"coc.data.topology": "topology", "coc.data.launcher": "launcher"},
     package_data={
         "coc": ["*.pyx", "*.pxd", "*.pyi", "py.typed"],
+        "coc.mpi4py": ["startup/sitecustomize.py"],
         "coc.data.topology": ["*.yaml"],
         "coc.data.launcher": ["*", "*/*"],
     },

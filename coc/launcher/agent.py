@@ -25,6 +25,7 @@ import coc
 from coc.errors import CocError
 from coc.launcher import hostagent, protocol
 from coc.launcher.rankside import CONTROL_FD
+from coc.mpi4py import hook
 
 __all__ = ["Agent", "main", "serve", "open_channel", "rank_socket", "die_with_parent", "MPIEXEC"]
 
@@ -201,6 +202,7 @@ class Agent:
         if kind == "rank":
             ours, theirs = rank_socket(welcome)
             environment[CONTROL_FD] = str(theirs.fileno())
+            environment["PYTHONPATH"] = hook.rank_pythonpath(environment)
             pass_fds = (theirs.fileno(),)
         try:
             process, exited = await _spawn(

@@ -23,7 +23,8 @@ import sys
 
 from coc.errors import LaunchError
 
-__all__ = ["MODE_VARIABLE", "install", "installed", "real_mpi", "real_available"]
+__all__ = ["MODE_VARIABLE", "install", "installed", "real_mpi", "real_available",
+           "rank_pythonpath"]
 
 #: The rank environment variable that turns the compatibility mode on.
 MODE_VARIABLE = "COC_MPI4PY"
@@ -96,6 +97,23 @@ def install(environ=None):
         finder = _Finder("coc" if environ.get(MODE_VARIABLE) == "1" else "guard")
         sys.meta_path.insert(0, finder)
     return finder.mode
+
+
+def rank_pythonpath(environ):
+    """Return the ``PYTHONPATH`` a rank gets: coc's start-up directory, then ``environ``'s.
+
+    The directory holds a ``sitecustomize`` that installs the hook in every Python the rank
+    starts (a shell wrapper's, ``python -c``), not only in ``python -m coc``: without it,
+    such a Python would import the real mpi4py and run as a world of one.
+
+    Examples
+    --------
+    >>> rank_pythonpath({"PYTHONPATH": "/my/lib"}).endswith("startup:/my/lib")
+    True
+    """
+    startup = os.path.join(os.path.dirname(os.path.abspath(__file__)), "startup")
+    rest = environ.get("PYTHONPATH")
+    return startup + (os.pathsep + rest if rest else "")
 
 
 def real_available():

@@ -99,3 +99,24 @@ def test_site_mpi_inside_a_site_with_the_mode():
                      options=["--spawner", "a=mpiexec", "--spawner", "b=mpiexec"]))
     rows = [line.split() for line in out.splitlines()]
     assert len(rows) == 4 and all(int(r[-1]) > 0 for r in rows), out
+
+
+def _wrapper(tmp_path):
+    """A job script as people write them: a shell that starts Python itself (not through
+    ``python -m coc``), as a module system's wrapper would."""
+    script = tmp_path / "run.sh"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} {PROGRAMS / 'plain.py'}\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_a_rank_started_through_a_shell_wrapper_is_stopped_without_the_mode(tmp_path):
+    proc = coc_run(2, _wrapper(tmp_path), mode=False)
+    assert proc.returncode != 0
+    assert "rank 0 of 1" not in proc.stdout
+    assert "coc-run --mpi4py" in proc.stderr
+
+
+def test_a_rank_started_through_a_shell_wrapper_gets_the_mode(tmp_path):
+    out = ok(coc_run(2, _wrapper(tmp_path)))
+    assert sorted(out.splitlines()) == ["rank 0 of 2", "rank 1 of 2"]

@@ -39,6 +39,7 @@ from coc.pycommand import python_argv
 from coc.launcher.agent import MPIEXEC, Child, die_with_parent, rank_socket
 from coc.launcher.rankside import CONTROL_SOCKET
 from coc.launcher.spawners.local import LocalSpawner
+from coc.mpi4py import hook
 
 __all__ = ["MpiexecSpawner", "USER_MPIEXEC", "find_mpiexec", "start_ranks", "SITE_MPI",
            "SHEPHERD"]
@@ -133,6 +134,7 @@ async def _attach(agent, conn, ranks, attached):
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe() if rank.get("stdin") else (None, None)
     env = {k: v for k, v in rank["env"].items() if k not in _MPI_OWNED}
+    env["PYTHONPATH"] = hook.rank_pythonpath({**os.environ, **env})
     fds = [out_w, err_w, theirs.fileno(), *([in_r] if in_r is not None else [])]
     start = {"type": "start", "rank": rank["rank"], "argv": rank["argv"], "env": env}
     message = protocol.encode(start)
