@@ -4,10 +4,10 @@ import subprocess
 import sys
 
 import pytest
+from hang_bounds import scaled
 
 PROGRAM = """
 import atexit, os, sys, threading
-from hang_bounds import scaled
 atexit.register(lambda: print("exit handler ran", flush=True))
 threading.Thread(target=threading.Event().wait, daemon=False).start()  # would keep us alive
 mode = sys.argv[1]

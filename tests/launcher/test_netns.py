@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.root,
 #: Each rank opens its engine on COC_LISTEN_HOST; rank 0 sends to the last rank, which answers.
 PAIR = textwrap.dedent("""
     import json, os
+    scaled = lambda s: s * float(os.environ.get("COC_TEST_TIMEOUT_SCALE") or 1)  # noqa: E731
     from coc._native import engine
     from coc.launcher.rankside import credentials, rendezvous
     from coc.routes import apply_routes

@@ -44,7 +44,8 @@ SERVER = textwrap.dedent("""
 # A client that connects with a timeout, sends for SECONDS (or one byte), and prints "ok" or
 # the name of the error.
 CLIENT = textwrap.dedent("""
-    import socket, sys, time
+    import os, socket, sys, time
+    scaled = lambda s: s * float(os.environ.get("COC_TEST_TIMEOUT_SCALE") or 1)  # noqa: E731
     host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     try:
         c = socket.create_connection((host, port), timeout=scaled(1.0))

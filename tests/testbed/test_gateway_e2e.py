@@ -37,7 +37,8 @@ PORT = 7400  # every endpoint listens on this port in its own namespace: no coll
 # with their SHA-256, so both directions of the route are used; "ping" times ROUNDS round
 # trips of 8 bytes to "pong". Each prints one JSON line.
 ENDPOINT = textwrap.dedent("""
-    import hashlib, json, random, sys, time
+    import hashlib, json, os, random, sys, time
+    scaled = lambda s: s * float(os.environ.get("COC_TEST_TIMEOUT_SCALE") or 1)  # noqa: E731
     from coc._engine import Engine
     from coc.routes import apply_routes, parse_routes
     cfg = json.loads(sys.stdin.readline())
