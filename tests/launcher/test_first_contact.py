@@ -46,3 +46,4 @@ def test_readme_first_command_from_a_fresh_clone(tmp_path, scaled):
     assert not str(package).startswith(str(clone)), installed.stdout
     # PEP 561: the package says it carries types, and the engine's stub comes with it
     assert (package / "py.typed").is_file() and (package / "_engine.pyi").is_file()
+    assert (package / "mpi4py" / "startup" / "sitecustomize.py").is_file()   # the ranks' hook
