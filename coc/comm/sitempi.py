@@ -91,31 +91,36 @@ class _AnySourcePart:
 
     def test(self):
         if self.inner is None:
-            pending = self.comm._any_parts
-            for part in list(pending):        # oldest first
-                if part.cancelled or part._match():
-                    pending.remove(part)
+            _claim(self.comm._any_parts)
             if self.inner is None:
                 return None
         return self.inner.test()
 
-    def _match(self):
+    def _probe(self):
+        """Return ``(mpi, source, tag)`` of a message this receive matches, or None."""
         comm, engine = self.comm, self.comm._world.engine
-        context = comm._context + self.slot
-        st = engine.iprobe(-1, self.tag, context)
+        st = engine.iprobe(-1, self.tag, comm._context + self.slot)
         if st is not None:
-            self.inner = engine.irecv(self.buf, st.source, st.tag, context)
-            return True
-        mpi_comm = comm._mpi[self.slot]
+            return False, st.source, st.tag
         mst = self.site.MPI.Status()
-        if mpi_comm.Iprobe(self.site.MPI.ANY_SOURCE,
-                           self.site.MPI.ANY_TAG if self.tag < 0 else self.tag, mst):
-            source = mst.Get_source()
-            request = mpi_comm.Irecv([self.buf, self.site.MPI.BYTE], source, mst.Get_tag())
-            self.inner = _MPIPart(self.site.MPI, request, context, comm._mpi_world[source],
-                                  _nbytes(self.buf))
-            return True
-        return False
+        if comm._mpi[self.slot].Iprobe(self.site.MPI.ANY_SOURCE,
+                                       self.site.MPI.ANY_TAG if self.tag < 0 else self.tag, mst):
+            return True, mst.Get_source(), mst.Get_tag()
+        return None
+
+    def _takes(self, slot, tag):
+        """Return True when this receive matches a message on context ``slot`` with ``tag``."""
+        return self.slot == slot and self.tag in (-1, tag)
+
+    def _receive(self, mpi, source, tag):
+        """Start the real receive of the probed message (exact source and tag)."""
+        comm, context = self.comm, self.comm._context + self.slot
+        if not mpi:
+            self.inner = comm._world.engine.irecv(self.buf, source, tag, context)
+            return
+        request = comm._mpi[self.slot].Irecv([self.buf, self.site.MPI.BYTE], source, tag)
+        self.inner = _MPIPart(self.site.MPI, request, context, comm._mpi_world[source],
+                              _nbytes(self.buf))
 
     def wait(self, timeout=None):
         return _poll(self, timeout)
@@ -125,6 +130,28 @@ class _AnySourcePart:
             self.cancelled = True
             return True
         return False
+
+
+def _claim(pending):
+    """Give probed messages to the pending ANY_SOURCE receives ``pending`` (oldest first).
+
+    A message goes to the oldest pending receive it matches, not to the one whose probe
+    found it: a message can become visible between the probes of two receives (MPICH's
+    Iprobe drives progress but reports a message that progress brought only at its next
+    call, as with a rank's messages to itself), and the newer one must not take it.
+    """
+    pending[:] = [part for part in pending if not part.cancelled]
+    at = 0
+    while at < len(pending):
+        found = pending[at]._probe()
+        if found is None:
+            at += 1
+            continue
+        mpi, source, tag = found
+        owner = next(p for p in pending if p._takes(pending[at].slot, tag))
+        owner._receive(mpi, source, tag)
+        pending.remove(owner)
+        at = 0                      # older receives may match what arrived meanwhile
 
 
 def _nbytes(buf):
