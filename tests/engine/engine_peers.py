@@ -144,8 +144,8 @@ def wait_forever(eng, conn, how):
     """Block in a receive ("wait") or probe nobody answers; return when Ctrl-C ended it."""
     req = eng.irecv(bytearray(8), engine.ANY_SOURCE)
     block = req.wait if how == "wait" else lambda: eng.probe(tag=5)
-    conn.send("waiting")
-    try:
+    try:                       # a Ctrl-C that comes early still ends here, not in a traceback
+        conn.send("waiting")
         block()
     except KeyboardInterrupt:
         return time.monotonic()

@@ -317,12 +317,21 @@ def test_peer_dying_mid_message_raises_peer_lost(open_engine, spawn):
     assert child.proc.exitcode == -signal.SIGKILL
 
 
+def _sleeping(pid):
+    """Return True when the main thread of process ``pid`` sleeps (state S in /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "S"
+
+
 @pytest.mark.parametrize("how", ["wait", "probe"])
 def test_ctrl_c_interrupts_a_blocked_wait(spawn, how):
     child = spawn(2, "wait_forever", how=how)
     child.connect({}, {})
     assert child.recv() == "waiting"
-    time.sleep(0.2)  # let it enter the wait
+    # signal it once its main thread sleeps (in the wait), however slowly a busy machine runs it
+    deadline = time.monotonic() + TIMEOUT
+    while not _sleeping(child.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
     sent = time.monotonic()
     os.kill(child.proc.pid, signal.SIGINT)
     stopped = child.result(timeout=TIMEOUT)
