@@ -144,6 +144,9 @@ def wait_forever(eng, conn, how):
     """Block in a receive ("wait") or probe nobody answers; return when Ctrl-C ended it."""
     req = eng.irecv(bytearray(8), engine.ANY_SOURCE)
     block = req.wait if how == "wait" else lambda: eng.probe(tag=5)
+    # Ctrl-C raises KeyboardInterrupt even when this process was started with SIGINT ignored
+    # (a test run in the background of a non-interactive shell inherits SIG_IGN)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:                       # a Ctrl-C that comes early still ends here, not in a traceback
         conn.send("waiting")
         block()
