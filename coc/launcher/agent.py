@@ -24,7 +24,7 @@ import traceback
 import coc
 from coc.errors import CocError
 from coc.launcher import hostagent, protocol
-from coc.launcher.rankside import CONTROL_FD
+from coc.rendezvous import CONTROL_FD
 from coc.mpi4py import hook
 
 __all__ = ["Agent", "main", "serve", "open_channel", "rank_socket", "die_with_parent", "MPIEXEC"]

@@ -8,7 +8,7 @@ import pytest
 
 from coc.errors import LaunchError, ProtocolError
 from coc.launcher import protocol
-from coc.launcher.rankside import _state, credentials, rendezvous
+from coc.rendezvous import _state, credentials, rendezvous
 
 
 @pytest.fixture(autouse=True)
