@@ -28,7 +28,7 @@ import sys
 import threading
 
 from coc.errors import CocError, LaunchError, ProtocolError
-from coc.launcher import protocol
+from coc import protocol
 from coc.routes import delay_table, parse_routes
 
 __all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "serve_control",

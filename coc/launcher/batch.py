@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coc.errors import CocError, LaunchError
-from coc.launcher import agent, protocol, spawners
+from coc import protocol
+from coc.launcher import agent, spawners
 from coc.launcher.environment import scheduler_allocation
 from coc.launcher.profiles import data_dir
 from coc.launcher.spawners.ssh import ssh_command

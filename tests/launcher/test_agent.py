@@ -4,7 +4,7 @@ import asyncio
 import struct
 import sys
 
-from coc.launcher import protocol
+from coc import protocol
 from launcher_helpers import assert_all_gone, program, recorded_pids, wait_for_files
 
 

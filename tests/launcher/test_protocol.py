@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from coc.errors import LaunchError, ProtocolError
-from coc.launcher import protocol
+from coc import protocol
 from coc.rendezvous import _state, credentials, rendezvous
 
 

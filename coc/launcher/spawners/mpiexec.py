@@ -34,7 +34,7 @@ import sysconfig
 import tempfile
 
 from coc.errors import LaunchError
-from coc.launcher import protocol
+from coc import protocol
 from coc.pycommand import python_argv
 from coc.launcher.agent import MPIEXEC, Child, die_with_parent, rank_socket
 from coc.rendezvous import CONTROL_SOCKET
