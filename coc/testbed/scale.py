@@ -1,6 +1,6 @@
 """Shrink a large topology to a testbed-sized copy that keeps its shape."""
 
-from coc.testbed.errors import TestbedError
+from coc.errors import TestbedError
 
 __all__ = ["scale"]
 

@@ -5,7 +5,7 @@ import subprocess
 import networkx as nx
 
 from coc.testbed import build, netns, shaping, state
-from coc.testbed.errors import TestbedError
+from coc.errors import TestbedError
 from coc.testbed.scale import scale as scale_topology
 
 __all__ = ["Testbed", "up", "down", "attach", "testbeds"]

@@ -5,14 +5,10 @@ import itertools
 import math
 import re
 
-from coc.errors import TopologyError
+from coc.errors import HostlistError
 from coc.topology.limits import exceeded, excerpt, limits
 
 __all__ = ["HostlistError", "expand", "compress", "natural_key"]
-
-
-class HostlistError(TopologyError):
-    """A host list expression is malformed (names the expression and the fault)."""
 
 
 _DIGITS = re.compile(r"(\d+)")
@@ -108,7 +104,7 @@ def expand(expression):
     >>> expand("n[3-1]")
     Traceback (most recent call last):
     ...
-    coc.topology.hostlist.HostlistError: host list 'n[3-1]': range '3-1' runs backwards
+    coc.errors.HostlistError: host list 'n[3-1]': range '3-1' runs backwards
     """
     if not isinstance(expression, str) or not expression.strip():
         raise HostlistError(f"host list {excerpt(expression)}: expected a name like node[01-16,20]")
