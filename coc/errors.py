@@ -9,6 +9,10 @@ subclasses, which carry the engine's return ``code``) and the communicator
 ``coc.testbed``, ``coc.comm``) still name the same classes.
 """
 
+from __future__ import annotations
+
+from os import PathLike
+
 __all__ = [
     "CocError",
     "TopologyError",
@@ -44,7 +48,8 @@ class TopologyError(CocError, ValueError):
     ``two-sites.yaml:14: host 'a1': unknown network 'lan-x'``.
     """
 
-    def __init__(self, message, *, file=None, line=None, name=None):
+    def __init__(self, message: str, *, file: str | PathLike[str] | None = None,
+                 line: int | None = None, name: str | None = None) -> None:
         self.message = message
         self.file = None if file is None else str(file)
         self.line = line
@@ -73,7 +78,8 @@ class TestbedError(CocError):
 class LaunchError(CocError):
     """A job could not be started or was torn down; names site, host and rank where known."""
 
-    def __init__(self, message, *, site=None, host=None, rank=None):
+    def __init__(self, message: str, *, site: str | None = None, host: str | None = None,
+                 rank: int | None = None) -> None:
         self.site, self.host, self.rank = site, host, rank
         where = [f"{k} {v}" for k, v in (("site", site), ("host", host), ("rank", rank))
                  if v is not None]
@@ -97,7 +103,7 @@ class EngineError(CocError):
     communicator makes to name ranks instead of endpoints keeps it.
     """
 
-    def __init__(self, message, *, code=None):
+    def __init__(self, message: str, *, code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
 
@@ -113,8 +119,9 @@ class AuthenticationError(EngineError):
 class TruncationError(EngineError):
     """An incoming message is larger than the receive buffer (names source, tag, sizes)."""
 
-    def __init__(self, message, *, source=None, tag=None, size=None, capacity=None,
-                 code=None):
+    def __init__(self, message: str, *, source: int | None = None, tag: int | None = None,
+                 size: int | None = None, capacity: int | None = None,
+                 code: int | None = None) -> None:
         self.source, self.tag, self.size, self.capacity = source, tag, size, capacity
         super().__init__(message, code=code)
 
@@ -122,7 +129,7 @@ class TruncationError(EngineError):
 class PeerLost(EngineError, ConnectionError):
     """A peer closed or died while traffic to or from it was pending (``peer``: which)."""
 
-    def __init__(self, message, *, peer=None, code=None):
+    def __init__(self, message: str, *, peer: int | None = None, code: int | None = None) -> None:
         super().__init__(message, code=code)
         self.peer = peer
 
@@ -134,7 +141,8 @@ class PeerExited(PeerLost):
     ``tag`` the receive's tag (-1: any).
     """
 
-    def __init__(self, message, *, peer=None, waiter=None, tag=None, code=None):
+    def __init__(self, message: str, *, peer: int | None = None, waiter: int | None = None,
+                 tag: int | None = None, code: int | None = None) -> None:
         super().__init__(message, peer=peer, code=code)
         self.waiter, self.tag = waiter, tag
 
