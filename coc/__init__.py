@@ -5,6 +5,8 @@ the engine) loads on first use of one of its names, and ``coc.COMM_WORLD`` joins
 on first use.
 """
 
+from typing import Any
+
 from coc.errors import CocError  # noqa: F401
 
 __version__ = "0.1.0"
@@ -17,12 +19,12 @@ _API = ("init", "finalize", "initialized", "Wtime", "Wtick", "COMM_WORLD", "Comm
 __all__ = ["CocError", "__version__", *_API]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in _API:
         from coc import comm
         return getattr(comm, name)
     raise AttributeError(f"module 'coc' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_API))

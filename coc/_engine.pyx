@@ -26,7 +26,7 @@ import warnings
 from coc import errors as _errors
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "Engine", "Request", "Status", "strerror",
-           "raise_for", "version", "selftest"]
+           "error", "raise_for", "version", "selftest"]
 
 ANY_SOURCE = c.COC_ANY_SOURCE
 ANY_TAG = c.COC_ANY_TAG
@@ -58,20 +58,26 @@ def strerror(int rc):
     return c.coc_strerror(rc).decode()
 
 
-cdef int check(int rc, str context=None) except -1:
-    """Raise the exception for a negative return code; return rc otherwise.
+def error(int rc, str message, kind=None, **context):
+    """Return the exception for the engine's negative return code ``rc``: the one place
+    engine exceptions are built.
 
-    errno-range codes become ``OSError(-rc, msg)``, which Python narrows by itself
-    (``ConnectionRefusedError`` and friends); coc codes become :mod:`coc.errors` classes.
+    errno-range codes become ``OSError(-rc, message)``, which Python narrows by itself
+    (``ConnectionRefusedError`` and friends); coc codes become the :mod:`coc.errors` class
+    of the code (``kind``, a subclass of it, when given), carrying ``code=rc`` and the
+    ``context`` keywords the class takes (``source``, ``tag``, ``peer`` ...).
     """
+    if not c.coc_is_coc_error(rc):
+        return OSError(-rc, message)
+    return (kind or _COC_CODES.get(rc, _errors.EngineError))(message, code=rc, **context)
+
+
+cdef int check(int rc, str context=None) except -1:
+    """Raise the exception for a negative return code; return rc otherwise."""
     if rc >= 0:
         return rc
     msg = c.coc_strerror(rc).decode()
-    if context:
-        msg = f"{context}: {msg}"
-    if c.coc_is_coc_error(rc):
-        raise _COC_CODES.get(rc, _errors.EngineError)(msg)
-    raise OSError(-rc, msg)
+    raise error(rc, f"{context}: {msg}" if context else msg)
 
 
 def raise_for(int rc, str context=None):
@@ -254,29 +260,27 @@ cdef class Request:
         cdef Status s = self._result
         cdef int err = self._error
         if self._peer_exited:
-            exc = _errors.PeerExited(
+            raise error(
+                c.COC_EPEERLOST,
                 f"endpoint {self._engine.self_id}: {self._what()}: endpoint {self._peer} "
-                "exited without sending a matching message", peer=self._peer,
-                waiter=self._engine.self_id, tag=self._tag)
-            raise exc
+                "exited without sending a matching message", _errors.PeerExited,
+                peer=self._peer, waiter=self._engine.self_id, tag=self._tag)
         if err == 0:
             return s
         if err == c.COC_ETRUNC:
-            raise _errors.TruncationError(
-                f"message from endpoint {s.source} with tag {s.tag} is {s.count} bytes "
+            raise error(
+                err, f"message from endpoint {s.source} with tag {s.tag} is {s.count} bytes "
                 f"but the receive buffer holds only {self._size} bytes",
                 source=s.source, tag=s.tag, size=s.count, capacity=self._size)
         if err == c.COC_EAUTH:
             address = self._engine._addresses.get(self._peer, "an unknown address")
-            raise _errors.AuthenticationError(
-                f"{self._what()}: endpoint {self._peer} at {address} failed authentication: "
+            raise error(
+                err, f"{self._what()}: endpoint {self._peer} at {address} failed authentication: "
                 "the two ends do not hold the same job secret (is it part of this job?)")
         if err == c.COC_EPEERLOST:
             peer = s.source if (not self._is_send and s.source >= 0) else self._peer
-            exc = _errors.PeerLost(f"{self._what()}: endpoint {peer} lost "
-                                   f"({strerror(err)})")
-            exc.peer = peer
-            raise exc
+            raise error(err, f"{self._what()}: endpoint {peer} lost ({strerror(err)})",
+                        peer=peer)
         check(err, self._what())
         return s  # not reached: err is negative
 
@@ -330,7 +334,7 @@ cdef class Request:
                 return self._outcome()
             PyErr_CheckSignals()
             if deadline >= 0 and _now_ns() >= deadline:
-                raise _errors.CocTimeoutError(f"{self._what()}: not complete after {timeout} s")
+                raise error(c.COC_ETIMEDOUT, f"{self._what()}: not complete after {timeout} s")
 
     def cancel(self):
         """Cancel a receive that has not matched yet; return True if it was cancelled.
@@ -435,10 +439,10 @@ cdef class Engine:
     cdef int _enter(self) except -1:
         """Mark a nogil call as started; raise ClosedError on a closed engine."""
         if self._e == NULL or self._closing:
-            raise _errors.ClosedError(f"engine of endpoint {self.self_id} is closed")
+            raise error(c.COC_ECLOSED, f"engine of endpoint {self.self_id} is closed")
         if self._pid != getpid():
-            raise _errors.ClosedError(
-                f"engine of endpoint {self.self_id} belongs to process {self._pid}")
+            raise error(
+                c.COC_ECLOSED, f"engine of endpoint {self.self_id} belongs to process {self._pid}")
         self._busy += 1
         return 0
 
@@ -603,7 +607,7 @@ cdef class Engine:
                 check(rc, "probe")
             PyErr_CheckSignals()
             if deadline >= 0 and _now_ns() >= deadline:
-                raise _errors.CocTimeoutError(f"probe: no matching message after {timeout} s")
+                raise error(c.COC_ETIMEDOUT, f"probe: no matching message after {timeout} s")
 
     def pending(self):
         """Return the operations not complete yet, oldest first, as dicts.

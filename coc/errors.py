@@ -1,10 +1,26 @@
-"""Exceptions raised by coc, one root and subclasses that carry context."""
+"""Every exception class coc raises, one root and subclasses that carry context.
+
+One module for all of them, so a user catches coc's errors from one import and every part
+raises the same classes: the topology model (:class:`TopologyError`, :class:`HostlistError`),
+the testbed (:class:`TestbedError`), the launcher and its control channel
+(:class:`LaunchError`, :class:`ControlError`), the engine (:class:`EngineError` and its
+subclasses, which carry the engine's return ``code``) and the communicator
+(:class:`CollectiveMismatchError`). The older import places (``coc.topology.hostlist``,
+``coc.testbed``, ``coc.comm``) still name the same classes.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
 
 __all__ = [
     "CocError",
     "TopologyError",
     "TopologyWarning",
+    "HostlistError",
+    "TestbedError",
     "LaunchError",
+    "ControlError",
     "EngineError",
     "ProtocolError",
     "AuthenticationError",
@@ -16,6 +32,7 @@ __all__ = [
     "CocTimeoutError",
     "EngineValueError",
     "CancelledError",
+    "CollectiveMismatchError",
 ]
 
 
@@ -31,7 +48,8 @@ class TopologyError(CocError, ValueError):
     ``two-sites.yaml:14: host 'a1': unknown network 'lan-x'``.
     """
 
-    def __init__(self, message, *, file=None, line=None, name=None):
+    def __init__(self, message: str, *, file: str | PathLike[str] | None = None,
+                 line: int | None = None, name: str | None = None) -> None:
         self.message = message
         self.file = None if file is None else str(file)
         self.line = line
@@ -47,22 +65,51 @@ class TopologyWarning(UserWarning):
     """A topology is valid but fragile (for example a single gateway between two sites)."""
 
 
+class HostlistError(TopologyError):
+    """A host list expression is malformed (names the expression and the fault)."""
+
+
+class TestbedError(CocError):
+    """A testbed could not be built, inspected or removed (not root, a failing ``ip``, ...)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+
 class LaunchError(CocError):
     """A job could not be started or was torn down; names site, host and rank where known."""
 
-    def __init__(self, message, *, site=None, host=None, rank=None):
+    def __init__(self, message: str, *, site: str | None = None, host: str | None = None,
+                 rank: int | None = None) -> None:
         self.site, self.host, self.rank = site, host, rank
         where = [f"{k} {v}" for k, v in (("site", site), ("host", host), ("rank", rank))
                  if v is not None]
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
 
 
+class ControlError(CocError):
+    """A control-channel message is malformed, too large, cut short or not the one expected.
+
+    The control channel is the length-prefixed JSON between ``coc-run``, its agents and each
+    rank's rendezvous (:mod:`coc.protocol`); the engine's wire protocol has
+    :class:`ProtocolError`.
+    """
+
+
 class EngineError(CocError):
-    """An error reported by the native engine."""
+    """An error reported by the native engine.
+
+    ``code`` is the engine's return code (``COC_E*`` in ``coc.h``, a negative number).
+    The binding builds every one of them from its code (``coc._engine.error``); a copy the
+    communicator makes to name ranks instead of endpoints keeps it.
+    """
+
+    def __init__(self, message: str, *, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class ProtocolError(EngineError):
-    """A peer sent bytes that break the wire protocol."""
+    """A peer sent bytes that break the engine's wire protocol."""
 
 
 class AuthenticationError(EngineError):
@@ -72,13 +119,19 @@ class AuthenticationError(EngineError):
 class TruncationError(EngineError):
     """An incoming message is larger than the receive buffer (names source, tag, sizes)."""
 
-    def __init__(self, message, *, source=None, tag=None, size=None, capacity=None):
+    def __init__(self, message: str, *, source: int | None = None, tag: int | None = None,
+                 size: int | None = None, capacity: int | None = None,
+                 code: int | None = None) -> None:
         self.source, self.tag, self.size, self.capacity = source, tag, size, capacity
-        super().__init__(message)
+        super().__init__(message, code=code)
 
 
 class PeerLost(EngineError, ConnectionError):
-    """A peer closed or died while traffic to or from it was pending."""
+    """A peer closed or died while traffic to or from it was pending (``peer``: which)."""
+
+    def __init__(self, message: str, *, peer: int | None = None, code: int | None = None) -> None:
+        super().__init__(message, code=code)
+        self.peer = peer
 
 
 class PeerExited(PeerLost):
@@ -88,9 +141,10 @@ class PeerExited(PeerLost):
     ``tag`` the receive's tag (-1: any).
     """
 
-    def __init__(self, message, *, peer=None, waiter=None, tag=None):
-        super().__init__(message)
-        self.peer, self.waiter, self.tag = peer, waiter, tag
+    def __init__(self, message: str, *, peer: int | None = None, waiter: int | None = None,
+                 tag: int | None = None, code: int | None = None) -> None:
+        super().__init__(message, peer=peer, code=code)
+        self.waiter, self.tag = waiter, tag
 
 
 class NoRouteError(EngineError):
@@ -111,3 +165,7 @@ class EngineValueError(EngineError, ValueError):
 
 class CancelledError(EngineError):
     """The operation was cancelled."""
+
+
+class CollectiveMismatchError(CocError, ValueError):
+    """Ranks called different collectives, or with different roots or counts."""

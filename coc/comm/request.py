@@ -67,18 +67,16 @@ def translate(comm, exc):
         return TruncationError(
             f"{comm.name}: message from rank {source} with tag {exc.tag} is {size}larger "
             f"than the receive buffer of {exc.capacity} bytes",
-            source=source, tag=exc.tag, size=exc.size, capacity=exc.capacity)
+            source=source, tag=exc.tag, size=exc.size, capacity=exc.capacity, code=exc.code)
     if isinstance(exc, PeerExited):
         peer = comm._rank_of(exc.peer)
         tag = "any tag" if exc.tag in (None, -1) else f"tag {exc.tag}"
         return PeerExited(f"{comm.name}: rank {comm.rank} waits for a message from rank "
                           f"{peer} ({tag}), but rank {peer} exited without sending it",
-                          peer=peer, waiter=comm.rank, tag=exc.tag)
+                          peer=peer, waiter=comm.rank, tag=exc.tag, code=exc.code)
     if isinstance(exc, PeerLost):
         peer = comm._rank_of(getattr(exc, "peer", None))
-        new = PeerLost(f"{comm.name}: rank {peer} lost ({exc})")
-        new.peer = peer
-        return new
+        return PeerLost(f"{comm.name}: rank {peer} lost ({exc})", peer=peer, code=exc.code)
     return exc
 
 

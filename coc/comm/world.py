@@ -1,7 +1,7 @@
 """This process's place in the job: the engine, the rendezvous, where every rank runs.
 
 :func:`init` opens the engine with the credentials ``coc-run`` hands the rank, exchanges
-addresses for peers and routes (``coc.launcher.rankside``), learns the site and host of every
+addresses for peers and routes (``coc.rendezvous``), learns the site and host of every
 rank and returns the world communicator. Without ``coc-run`` it returns a world of one rank
 (messages to self work). :func:`finalize`, also run at exit, waits for every rank (so late
 messages still find their receiver) and closes the engine.
@@ -119,8 +119,8 @@ def _rank_levels(world):
 def _open_under_coc_run():
     """Open the engine with coc-run's credentials and do the rendezvous; return (engine, me)."""
     from coc._native import engine as native
-    from coc.launcher import rankside
-    me = rankside.credentials()
+    from coc import rendezvous
+    me = rendezvous.credentials()
     if me["self_id"] != me["rank"]:
         raise LaunchError(f"endpoint id {me['self_id']} differs from rank {me['rank']}",
                           rank=me["rank"])
@@ -128,7 +128,7 @@ def _open_under_coc_run():
                         listen_host=os.environ.get("COC_LISTEN_HOST", "127.0.0.1"),
                         spin_ns=int(os.environ.get("COC_SPIN_NS", "0")))
     try:
-        info = rankside.rendezvous(eng.address)
+        info = rendezvous.rendezvous(eng.address)
         for peer, address in info["peers"].items():
             eng.add_peer(peer, address)
         apply_routes(eng, info["routes"])
@@ -190,8 +190,8 @@ def init():
         comm = Communicator(world, range(size), 0, "COMM_WORLD")
     _state["comm"] = comm
     if "COC_CONTROL_FD" in os.environ:
-        from coc.launcher import rankside
-        rankside.serve_control(eng, world.describe_pending)
+        from coc import rendezvous
+        rendezvous.serve_control(eng, world.describe_pending)
     atexit.register(finalize)
     return comm
 

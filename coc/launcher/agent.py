@@ -1,7 +1,7 @@
 """The site agent (``python -m coc.launcher.agent``): start a site's processes and relay them.
 
 ``coc-run`` starts one agent per site through the site's spawner; the agent's stdin and stdout
-are the control channel (:mod:`coc.launcher.protocol` framing). The agent starts the ranks and
+are the control channel (:mod:`coc.protocol` framing). The agent starts the ranks and
 gateway daemons the job message lists, each in its own process group, streams the ranks'
 output, relays the rendezvous (ranks: over inherited socket pairs; gateway daemons: over
 their stdin/stdout JSON lines, see ``coc.gateway``), reports every exit, and on ``stop`` (or
@@ -23,8 +23,9 @@ import traceback
 
 import coc
 from coc.errors import CocError
-from coc.launcher import hostagent, protocol
-from coc.launcher.rankside import CONTROL_FD
+from coc import protocol
+from coc.launcher import hostagent
+from coc.rendezvous import CONTROL_FD
 from coc.mpi4py import hook
 
 __all__ = ["Agent", "main", "serve", "open_channel", "rank_socket", "die_with_parent", "MPIEXEC"]

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coc.errors import CocError, LaunchError
-from coc.launcher import agent, protocol, spawners
+from coc import protocol
+from coc.launcher import agent, spawners
 from coc.launcher.environment import scheduler_allocation
 from coc.launcher.profiles import data_dir
 from coc.launcher.spawners.ssh import ssh_command
@@ -113,9 +114,9 @@ class ScriptTemplate(string.Template):
     'cd /w && echo $$ ${HOME:-/}'
     """
 
-    flags = 0                # re.VERBOSE only: ${SLURM_JOB_ID} is the shell's
+    flags = 0  # type: ignore[assignment]  # re.VERBOSE only: ${SLURM_JOB_ID} is the shell's
     pattern = r"""\$(?:(?P<escaped>(?!))|(?P<named>(?!))|{(?P<braced>[a-z_][a-z0-9_]*)}|
-                  (?P<invalid>(?!)))"""
+                  (?P<invalid>(?!)))"""  # type: ignore[assignment]  # compiled by Template
 
 
 def batch_sites(plan):

@@ -30,7 +30,7 @@ __all__ = ["main", "build_parser", "split_command", "rank_command"]
 _USAGE = "coc-run [options] (program.py | -m module | executable) [args ...]"
 
 # (flags, argparse keywords); options that take a value are those without an ``action``.
-_OPTIONS = [
+_OPTIONS: list[tuple[tuple[str, ...], dict]] = [
     (("-n", "-np"), dict(type=int, metavar="N",
                          help="number of ranks (default: the --site total, or every slot)")),
     (("--topology",), dict(metavar="FILE|NAME",

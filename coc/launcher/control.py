@@ -21,7 +21,7 @@ import traceback
 
 from coc import __version__
 from coc.errors import CocError, LaunchError
-from coc.launcher import protocol
+from coc import protocol
 from coc.launcher.watchdog import Watchdog
 from coc.pycommand import NO_COC
 

@@ -17,7 +17,7 @@ import os
 import signal
 
 from coc.errors import CocError
-from coc.launcher import protocol
+from coc import protocol
 
 __all__ = ["HostAgent", "start_host_agents", "forward", "wait_all"]
 

@@ -97,8 +97,8 @@ def _join():
 
 
 # -- keyvals and attributes ---------------------------------------------------------------
-_keyvals = {}          # keyval -> (copy_fn, delete_fn); kept after Free_keyval for the
-_freed_keyvals = set()  # attributes still set under it (MPI deletes them with their comm)
+_keyvals: dict = {}    # keyval -> (copy_fn, delete_fn); kept after Free_keyval for the
+_freed_keyvals: set = set()  # attributes still set under it (MPI deletes them with their comm)
 
 
 def _translating(cls):

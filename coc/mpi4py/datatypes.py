@@ -137,7 +137,7 @@ PREDEFINED = {
 
 _INSTANCES = {name: Datatype(name, dtype) for name, dtype in PREDEFINED.items()}
 #: dtype -> the datatype a buffer of that dtype travels as (first name wins).
-_BY_DTYPE = {}
+_BY_DTYPE: dict[object, Datatype] = {}
 for _d in _INSTANCES.values():
     _BY_DTYPE.setdefault(_d.dtype, _d)
 

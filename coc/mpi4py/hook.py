@@ -34,7 +34,7 @@ GUARD = ("this program imports mpi4py, but coc-run's ranks are not one MPI job: 
          "`coc-run --mpi4py ...`: coc's mpi4py compatibility mode (docs/api.md)")
 
 _SUBMODULES = {"MPI"}
-_real = {}
+_real: dict[str, object] = {}
 
 
 def _ours(name):

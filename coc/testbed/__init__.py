@@ -5,7 +5,7 @@ topology's address; links are shaped with ``tbf`` and no namespace forwards IP, 
 crosses sites only through coc's gateway processes. Needs root. See ``docs/testbed.md``.
 """
 
-from coc.testbed.errors import TestbedError
+from coc.errors import TestbedError
 from coc.testbed.scale import scale
 from coc.testbed.testbed import Testbed, attach, down, testbeds, up
 

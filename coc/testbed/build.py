@@ -5,7 +5,7 @@ import signal
 import time
 
 from coc.testbed import names, netns, plan as planning, shaping, state
-from coc.testbed.errors import TestbedError
+from coc.errors import TestbedError
 
 __all__ = ["build", "destroy", "SYSCTLS"]
 

@@ -4,7 +4,7 @@ import argparse
 import datetime
 
 from coc.testbed import testbed as tb
-from coc.testbed.errors import TestbedError
+from coc.errors import TestbedError
 
 __all__ = ["register", "describe"]
 

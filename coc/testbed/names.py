@@ -10,7 +10,7 @@ namespace, so a readable name is used when it fits and a short hash otherwise.
 import hashlib
 import re
 
-from coc.testbed.errors import TestbedError
+from coc.errors import TestbedError
 
 __all__ = [
     "IFNAMSIZ",

@@ -13,7 +13,7 @@ import shlex
 import shutil
 import subprocess
 
-from coc.testbed.errors import TestbedError
+from coc.errors import TestbedError
 
 __all__ = [
     "require_root",

@@ -19,7 +19,7 @@ import math
 import networkx as nx
 
 from coc.testbed import names, shaping
-from coc.testbed.errors import TestbedError
+from coc.errors import TestbedError
 
 __all__ = ["make_plan", "namespaces", "infra_commands", "host_commands", "shaping_commands"]
 

@@ -1,11 +1,15 @@
 """Shrink a large topology to a testbed-sized copy that keeps its shape."""
 
-from coc.testbed.errors import TestbedError
+from __future__ import annotations
+
+import networkx as nx
+
+from coc.errors import TestbedError
 
 __all__ = ["scale"]
 
 
-def scale(G, k):
+def scale(G: nx.Graph, k: int) -> nx.Graph:
     """Return a copy of ``G`` keeping at most ``k`` compute hosts per site and switch.
 
     Compute hosts are grouped by site and by the set of networks they attach to (a switch,
@@ -15,7 +19,7 @@ def scale(G, k):
     """
     if not isinstance(k, int) or k < 1:
         raise TestbedError(f"--scale must be a whole number of hosts >= 1, not {k!r}")
-    kept = {}
+    kept: dict[tuple, int] = {}
     drop = []
     for host, attrs in G.nodes(data=True):
         if attrs.get("kind") != "host" or attrs.get("role", "compute") != "compute":

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from coc.testbed.errors import TestbedError
+from coc.errors import TestbedError
 from coc.testbed.names import check_name
 
 __all__ = ["STATE_DIR", "path", "save", "load", "remove", "recorded", "lock"]

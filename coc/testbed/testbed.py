@@ -1,11 +1,16 @@
 """The Python face of a testbed: build it, run commands in its hosts, find addresses, remove it."""
 
+from __future__ import annotations
+
 import subprocess
+from collections.abc import Sequence
+from os import PathLike
+from typing import Any
 
 import networkx as nx
 
 from coc.testbed import build, netns, shaping, state
-from coc.testbed.errors import TestbedError
+from coc.errors import TestbedError
 from coc.testbed.scale import scale as scale_topology
 
 __all__ = ["Testbed", "up", "down", "attach", "testbeds"]
@@ -27,31 +32,31 @@ class Testbed:
 
     __test__ = False  # not a pytest test class, despite the name
 
-    def __init__(self, record):
+    def __init__(self, record: dict[str, Any]) -> None:
         self.state = record
         self.name = record["name"]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<Testbed {self.name!r}: {len(self.hosts)} hosts, "
                 f"{len(self.state['networks'])} networks>")
 
-    def __enter__(self):
+    def __enter__(self) -> Testbed:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.down()
 
     @property
-    def hosts(self):
+    def hosts(self) -> list[str]:
         """The host names, in the topology's order."""
         return list(self.state["hosts"])
 
     @property
-    def offered(self):
+    def offered(self) -> dict[str, bool]:
         """{qdisc kind: bool}: what the kernel offered when the testbed was built."""
         return dict(self.state["offered"])
 
-    def emulation(self):
+    def emulation(self) -> dict[str, tuple[bool, str]]:
         """Return {property: (emulated, how)} for bandwidth, latency and isolation."""
         return shaping.emulation(self.state["offered"])
 
@@ -62,15 +67,15 @@ class Testbed:
             raise TestbedError(f"testbed {self.name!r} has no host {host!r} (hosts: "
                                f"{', '.join(self.hosts)})") from None
 
-    def namespace(self, host):
+    def namespace(self, host: str) -> str:
         """Return the name of ``host``'s network namespace."""
         return self._host(host)["namespace"]
 
-    def interfaces(self, host):
+    def interfaces(self, host: str) -> list[dict[str, Any]]:
         """Return ``host``'s interfaces: dicts with name, dev, network, address, prefixlen."""
         return [dict(i) for i in self._host(host)["interfaces"]]
 
-    def address(self, host, network=None):
+    def address(self, host: str, network: str | None = None) -> str:
         """Return ``host``'s address on ``network`` (may be omitted if it has one interface)."""
         interfaces = self._host(host)["interfaces"]
         if network is None and len(interfaces) == 1:
@@ -84,19 +89,20 @@ class Testbed:
         raise TestbedError(f"host {host!r} has no interface on network {network!r} (it is on "
                            f"{on})")
 
-    def argv(self, host, argv):
+    def argv(self, host: str, argv: Sequence[str]) -> list[str]:
         """Return the command line that runs ``argv`` in ``host``'s namespace (for spawners)."""
         return netns.exec_argv(self.namespace(host), list(argv))
 
-    def exec(self, host, argv, **kwargs):
+    def exec(self, host: str, argv: Sequence[str], **kwargs: Any
+             ) -> subprocess.CompletedProcess:
         """Run ``argv`` in ``host``'s namespace and wait: ``subprocess.run`` with ``kwargs``."""
         return subprocess.run(self.argv(host, argv), **kwargs)
 
-    def popen(self, host, argv, **kwargs):
+    def popen(self, host: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen:
         """Start ``argv`` in ``host``'s namespace: ``subprocess.Popen`` with ``kwargs``."""
         return subprocess.Popen(self.argv(host, argv), **kwargs)
 
-    def latency(self, a, b):
+    def latency(self, a: str, b: str) -> float:
         """Return the one-way latency (seconds) the topology gives between hosts ``a`` and ``b``.
 
         Half of each end's network latency plus the latency of the links between the two
@@ -105,7 +111,7 @@ class Testbed:
         hop separately.
         """
         nets = self.state["networks"]
-        joined = nx.Graph()
+        joined: nx.Graph = nx.Graph()
         joined.add_nodes_from(nets)
         joined.add_weighted_edges_from((*link["between"], link["latency"] or 0)
                                        for link in self.state["links"])
@@ -122,13 +128,13 @@ class Testbed:
                                "through gateways, so delay each hop separately")
         return best
 
-    def missing(self):
+    def missing(self) -> list[str]:
         """Return the testbed's namespaces that no longer exist (empty when it is intact)."""
         present = set(netns.namespaces())
         expected = [self.state["infra"]] + [h["namespace"] for h in self.state["hosts"].values()]
         return [ns for ns in expected if ns not in present]
 
-    def down(self):
+    def down(self) -> dict[str, Any]:
         """Remove the testbed (idempotent); return what :func:`down` returns."""
         return down(self.name)
 
@@ -141,7 +147,8 @@ def _graph(topology):
     return load(topology)
 
 
-def up(topology, name=None, scale=None):
+def up(topology: nx.Graph | str | PathLike[str], name: str | None = None,
+       scale: int | None = None) -> Testbed:
     """Build ``topology`` (a graph, file or library name) as namespaces; return a :class:`Testbed`.
 
     Parameters
@@ -170,18 +177,18 @@ def up(topology, name=None, scale=None):
     return Testbed(build.build(G, name))
 
 
-def down(name):
+def down(name: str) -> dict[str, Any]:
     """Remove testbed ``name`` and everything it made; return counts and the time it took."""
     netns.require_root("down")
     return build.destroy(name)
 
 
-def testbeds():
+def testbeds() -> list[str]:
     """Return the names of the testbeds recorded on this machine."""
     return state.recorded()
 
 
-def attach(name=None):
+def attach(name: str | None = None) -> Testbed:
     """Return the :class:`Testbed` named ``name`` (default: the only one recorded)."""
     if name is None:
         recorded = testbeds()

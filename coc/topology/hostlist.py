@@ -1,25 +1,24 @@
 """Expand and compress Slurm-style host lists such as ``node[01-16,20]``."""
 
+from __future__ import annotations
+
 import functools
+from collections.abc import Iterable
 import itertools
 import math
 import re
 
-from coc.errors import TopologyError
+from coc.errors import HostlistError
 from coc.topology.limits import exceeded, excerpt, limits
 
 __all__ = ["HostlistError", "expand", "compress", "natural_key"]
-
-
-class HostlistError(TopologyError):
-    """A host list expression is malformed (names the expression and the fault)."""
 
 
 _DIGITS = re.compile(r"(\d+)")
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def natural_key(name):
+def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
     """Return a sort key that orders ``n2`` before ``n10``.
 
     Examples
@@ -78,7 +77,7 @@ def _names(spans):
             yield str(n).zfill(width)
 
 
-def expand(expression):
+def expand(expression: str) -> list[str]:
     """Return the host names a host list expression stands for, in the order written.
 
     Parameters
@@ -108,7 +107,7 @@ def expand(expression):
     >>> expand("n[3-1]")
     Traceback (most recent call last):
     ...
-    coc.topology.hostlist.HostlistError: host list 'n[3-1]': range '3-1' runs backwards
+    coc.errors.HostlistError: host list 'n[3-1]': range '3-1' runs backwards
     """
     if not isinstance(expression, str) or not expression.strip():
         raise HostlistError(f"host list {excerpt(expression)}: expected a name like node[01-16,20]")
@@ -128,7 +127,7 @@ def expand(expression):
                                          "host_range", count))
         parts.append([[piece] if spans is None else _names(spans)
                       for piece, spans in zip(pieces, ranges)])
-    names = []
+    names: list[str] = []
     for choices in parts:
         names.extend("".join(combo) for combo in itertools.product(*choices))
     seen = set()
@@ -151,7 +150,7 @@ def _runs(numbers):
     return runs
 
 
-def compress(names):
+def compress(names: Iterable[str]) -> str:
     """Return a short host list expression for ``names`` (the inverse of :func:`expand`).
 
     Names that differ only in their last number are merged into one bracketed range;
@@ -174,7 +173,7 @@ def compress(names):
     >>> sorted(expand(compress(["n9", "n10", "n12"])), key=natural_key)
     ['n9', 'n10', 'n12']
     """
-    groups = {}
+    groups: dict[tuple[str, str | None, str], list[str]] = {}
     for name in set(names):
         match = re.match(r"^(.*?)(\d+)(\D*)$", name)
         if match is None:
@@ -188,7 +187,7 @@ def compress(names):
             parts.append(prefix)
             continue
         width = max((len(d) for d in numbers if d.startswith("0") and len(d) > 1), default=0)
-        by_width = {width: [], 0: []}
+        by_width: dict[int, list[int]] = {width: [], 0: []}
         for digits in numbers:
             if width and len(digits) == width:
                 by_width[width].append(int(digits))

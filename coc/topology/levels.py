@@ -1,5 +1,7 @@
 """Levels and colors as in MPICH-G2: which hosts can talk directly at each level."""
 
+from __future__ import annotations
+
 import networkx as nx
 
 from coc.topology.hostlist import natural_key
@@ -47,7 +49,7 @@ def _site_groups(G, members):
     return groups.values()
 
 
-def levels(G):
+def levels(G: nx.Graph) -> dict[str, dict[str, int]]:
     """Return each host's color at each level of :data:`LEVELS`.
 
     Colors are small integers, the same for hosts that can talk directly at that level:

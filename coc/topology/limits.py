@@ -55,7 +55,8 @@ def _from_environment(text):
     return Limits(**values)
 
 
-_current = {}   # "limits": the Limits in force, read from the environment on first use
+#: "limits": the Limits in force, read from the environment on first use.
+_current: dict[str, Limits] = {}
 
 
 def limits():

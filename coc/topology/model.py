@@ -1,9 +1,14 @@
 """The topology model: a networkx graph of hosts and networks built from YAML or a dict."""
 
+from __future__ import annotations
+
 import difflib
 import importlib.resources
 import ipaddress
+from collections.abc import Mapping
+from os import PathLike
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 
@@ -64,7 +69,7 @@ class Topology(nx.Graph):
     def _repr_svg_(self):
         return _svg(self)
 
-    def show_route(self, src, dst, size=0):
+    def show_route(self, src: str, dst: str, size: int | str = 0) -> RouteView:
         """Return the route from ``src`` to ``dst``, shown highlighted on the drawing in Jupyter.
 
         Examples
@@ -346,7 +351,8 @@ def _assign_addresses(G, file):
                                         file=file, line=attrs["line"], name=network)
 
 
-def from_dict(data, *, file=None, check=True):
+def from_dict(data: Mapping[str, Any], *, file: str | PathLike[str] | None = None,
+              check: bool = True) -> Topology:
     """Build a :class:`Topology` from the parsed contents of a topology file.
 
     Parameters
@@ -410,7 +416,7 @@ def from_dict(data, *, file=None, check=True):
     return G
 
 
-def loads(text, *, file=None, check=True):
+def loads(text: str, *, file: str | PathLike[str] | None = None, check: bool = True) -> Topology:
     """Build a :class:`Topology` from YAML text; errors name ``file`` and the line.
 
     Examples
@@ -439,7 +445,7 @@ def _library_dirs():
         yield repository
 
 
-def library_names():
+def library_names() -> list[str]:
     """Return the names of the topologies in coc's library, sorted.
 
     Examples
@@ -451,7 +457,7 @@ def library_names():
                    if entry.name.endswith(".yaml")}, key=natural_key)
 
 
-def library_path(name):
+def library_path(name: str) -> Path:
     """Return the path of the library topology ``name`` (e.g. ``"two-sites"``).
 
     Raises
@@ -472,7 +478,7 @@ def library_path(name):
                         f"has: {', '.join(library_names()) or 'nothing'}", name=name)
 
 
-def load(source, *, check=True):
+def load(source: str | PathLike[str], *, check: bool = True) -> Topology:
     """Read a topology file, or a topology of the library by name, into a :class:`Topology`.
 
     Parameters
@@ -514,7 +520,7 @@ def _ordered(nodes):
     return sorted(nodes, key=natural_key)
 
 
-def sites(G):
+def sites(G: nx.Graph) -> list[str]:
     """Return the site names of ``G`` in sorted order.
 
     Examples
@@ -525,7 +531,7 @@ def sites(G):
     return _ordered({d["site"] for _, d in G.nodes(data=True) if d["kind"] == "host"})
 
 
-def hosts(G, site=None, role=None):
+def hosts(G: nx.Graph, site: str | None = None, role: str | None = None) -> list[str]:
     """Return the host names of ``G`` in natural order, optionally of one site or role.
 
     Examples
@@ -540,7 +546,7 @@ def hosts(G, site=None, role=None):
                     and (role is None or d["role"] == role))
 
 
-def networks(G, site=None):
+def networks(G: nx.Graph, site: str | None = None) -> list[str]:
     """Return the network names of ``G``, or those that hosts of ``site`` attach to.
 
     Examples
@@ -553,7 +559,7 @@ def networks(G, site=None):
     return _ordered({net for h in hosts(G, site=site) for net in G[h]})
 
 
-def placement_slots(G):
+def placement_slots(G: nx.Graph) -> dict[str, int]:
     """Return ``{host: slots}`` for the hosts that may run ranks.
 
     Dedicated gateways and hosts with 0 slots are left out.
@@ -576,7 +582,7 @@ def _format_network(attrs):
     return out
 
 
-def to_dict(G):
+def to_dict(G: nx.Graph) -> dict[str, Any]:
     """Return the topology as a dict that :func:`from_dict` turns back into an equal graph.
 
     Each host is written out with explicit interface names and addresses.
@@ -590,9 +596,10 @@ def to_dict(G):
     >>> from_dict(data).edges["a1", "a-lan"] == G.edges["a1", "a-lan"]
     True
     """
-    data = {"name": G.graph.get("name"), "description": G.graph.get("description"),
-            "defaults": {"forward_cost": format_time(G.graph["forward_cost"], 15)},
-            "networks": {n: _format_network(G.nodes[n]) for n in networks(G)}, "sites": {}}
+    data: dict[str, Any] = {
+        "name": G.graph.get("name"), "description": G.graph.get("description"),
+        "defaults": {"forward_cost": format_time(G.graph["forward_cost"], 15)},
+        "networks": {n: _format_network(G.nodes[n]) for n in networks(G)}, "sites": {}}
     for site in sites(G):
         entry = dict(G.graph.get("sites", {}).get(site) or {})
         site_data = {k: v for k, v in entry.items() if v is not None}

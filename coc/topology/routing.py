@@ -1,8 +1,12 @@
 """Routes between hosts under coc's cost model: the cheapest path for a message size."""
 
+from __future__ import annotations
+
 import heapq
 import itertools
 from dataclasses import dataclass, field
+
+import networkx as nx
 
 from coc.errors import TopologyError
 from coc.topology.hostlist import natural_key
@@ -49,21 +53,21 @@ class Route:
     hops: tuple
     time: float
     size: int = 0
-    src: str = field(default=None, compare=False)
+    src: str | None = field(default=None, compare=False)
 
     @property
-    def hosts(self):
+    def hosts(self) -> tuple[str | None, ...]:
         """The hosts of the route: source, gateways in order, destination."""
         if not self.hops:
             return (self.src, self.src)
         return (self.hops[0].host,) + tuple(hop.next_host for hop in self.hops)
 
     @property
-    def gateways(self):
+    def gateways(self) -> tuple[str | None, ...]:
         """The gateways that forward the message, in order."""
         return self.hosts[1:-1]
 
-    def __str__(self):
+    def __str__(self) -> str:
         lines = [f"{hop.host} -> {hop.next_host} over {'+'.join(hop.networks)} "
                  f"{format_time(hop.time, 3)}" for hop in self.hops]
         lines.append(f"total {format_time(self.time, 3)} for {format_size(self.size)}")
@@ -315,7 +319,7 @@ def _segments(costs, src, dst, path):
     return tuple(hops)
 
 
-def route(G, src, dst, size=0):
+def route(G: nx.Graph, src: str, dst: str, size: int | str = 0) -> Route:
     """Return the cheapest route from host ``src`` to host ``dst`` for ``size`` bytes.
 
     Gateways forward cut-through, fragment by fragment (:data:`FRAGMENT`), so the time of
@@ -363,10 +367,10 @@ def route(G, src, dst, size=0):
 
     _check_host(G, src)
     _check_host(G, dst)
-    size = parse_size(size)
+    nbytes = parse_size(size)
     if src == dst:
-        return Route((), 0.0, size, src)
-    model = _Model(G, size)
+        return Route((), 0.0, nbytes, src)
+    model = _Model(G, nbytes)
     arrival = model.arrive(model.search(model.host_networks[src]), model.host_networks[dst])
     if arrival is None:
         raise TopologyError(f"host {src!r} cannot reach host {dst!r}",
@@ -376,7 +380,7 @@ def route(G, src, dst, size=0):
     while node is not None:
         path.append(node)
         node = pred[node]
-    return Route(_segments(costs, src, dst, path[::-1]), time, size, src)
+    return Route(_segments(costs, src, dst, path[::-1]), time, nbytes, src)
 
 
 def route_cost(G, hosts, size=0):

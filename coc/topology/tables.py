@@ -1,6 +1,12 @@
 """Route tables in a compact form (per class of hosts) and gateway sets between sites."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
 
 from coc.errors import TopologyError
 from coc.topology.hostlist import compress, natural_key
@@ -23,7 +29,7 @@ class HostClass:
     networks: tuple
     hosts: tuple
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return {"site": self.site, "role": self.role, "networks": list(self.networks),
                 "hosts": compress(self.hosts)}
 
@@ -73,13 +79,14 @@ class RouteTables:
         Per size class, per source class: ``{"sites": {site: hops}, "classes": {index: hops}}``.
     """
 
-    def __init__(self, size_classes, labels, classes, entries):
+    def __init__(self, size_classes: Sequence[int], labels: Sequence[str],
+                 classes: list[HostClass], entries: list[list[dict[str, Any]]]) -> None:
         self.size_classes, self.labels = size_classes, labels
         self.classes, self.entries = classes, entries
         self.host_class = {h: i for i, c in enumerate(classes) for h in c.hosts}
 
     @property
-    def n_entries(self):
+    def n_entries(self) -> int:
         """The number of stored (source class, destination) entries over all size classes."""
         return sum(len(e["sites"]) + len(e["classes"]) for table in self.entries for e in table)
 
@@ -87,7 +94,7 @@ class RouteTables:
         size = parse_size(size)
         return max(i for i, s in enumerate(self.size_classes) if s <= size or i == 0)
 
-    def next_hops(self, src, dst, size=0):
+    def next_hops(self, src: str, dst: str, size: int | str = 0) -> list[tuple[str, float]]:
         """Return ``[(next host, weight), ...]`` from host ``src`` toward host ``dst``.
 
         The table used is that of the largest size class not above ``size``. A next host
@@ -105,7 +112,7 @@ class RouteTables:
             hops = entry["sites"][self.classes[target].site]
         return [(dst if hop is DIRECT else hop, w) for hop, w in hops]
 
-    def host_table(self, host):
+    def host_table(self, host: str) -> dict[str, dict[str, list[tuple[str, float]]]]:
         """Return the route table one host needs: ``{label: {dst: [(next hop, weight)]}}``.
 
         A next hop equal to the destination means "send directly".
@@ -114,7 +121,7 @@ class RouteTables:
                         for dst in self.host_class if dst != host}
                 for label, size in zip(self.labels, self.size_classes)}
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """Return the tables as plain data (JSON-ready): classes and per-label entries."""
         def hops(items):
             return [[hop, w] for hop, w in items]
@@ -162,7 +169,8 @@ def _table(G, classes, size):
     return table
 
 
-def route_tables(G, size_classes=(0, LARGE_MESSAGE)):
+def route_tables(G: nx.Graph, size_classes: Sequence[int | str] = (0, LARGE_MESSAGE)
+                 ) -> RouteTables:
     """Compute the route tables of ``G`` for each message size class.
 
     Routes whose costs are equal (up to rounding: 1e-12 relative) share the load: their
@@ -218,7 +226,8 @@ def _site_gateways(G, tables, site_a, site_b, size):
                                               key=lambda e: (-e[1], natural_key(e[0])))]
 
 
-def gateways(G, site_a, site_b, size=0):
+def gateways(G: nx.Graph, site_a: str, site_b: str, size: int | str = 0
+             ) -> list[tuple[str, float]]:
     """Return the gateway set from ``site_a`` toward ``site_b``: ``[(gateway, weight), ...]``.
 
     The gateways are the first hops of the cheapest routes from the hosts of ``site_a``
@@ -240,7 +249,8 @@ def gateways(G, site_a, site_b, size=0):
     return _site_gateways(G, tables, site_a, site_b, size)
 
 
-def gateway_sets(G, size=0):
+def gateway_sets(G: nx.Graph, size: int | str = 0
+                 ) -> dict[tuple[str, str], list[tuple[str, float]]]:
     """Return ``{(site_a, site_b): gateways(G, site_a, site_b)}`` for every ordered pair.
 
     Examples

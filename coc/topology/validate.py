@@ -1,9 +1,13 @@
 """Check a topology for mistakes (errors) and fragile spots (warnings) before anything runs."""
 
+from __future__ import annotations
+
 import functools
 import ipaddress
 import itertools
 import warnings
+
+import networkx as nx
 
 from coc.errors import TopologyError, TopologyWarning
 from coc.topology.hostlist import natural_key
@@ -306,7 +310,7 @@ def _site_groups(ordered, site_networks, comp, left_out):
     return list(groups.values())
 
 
-def validate(G):
+def validate(G: nx.Graph) -> list[str]:
     """Check a topology; raise on the first error, return (and issue) its warnings.
 
     Errors: unknown technology, scope, role or spawner; slots not a whole number >= 0;

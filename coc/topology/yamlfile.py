@@ -15,7 +15,7 @@ from coc.topology.limits import exceeded, excerpt, limits, shorten
 
 __all__ = ["Mapping", "decode", "read_yaml", "line_of"]
 
-_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class Mapping(dict):
@@ -28,7 +28,7 @@ class Mapping(dict):
         self.lines = {}
 
 
-class _LineLoader(_Base):
+class _LineLoader(_Base):  # type: ignore[valid-type,misc]  # libyaml's loader when built
     """A safe loader whose mappings are :class:`Mapping` and whose duplicate keys are errors."""
 
     def construct_mapping(self, node, deep=False):

@@ -150,6 +150,7 @@ def test_truncation_names_source_tag_and_sizes(open_engine, spawn, size):
         req.wait(TIMEOUT)
     exc = info.value
     assert (exc.source, exc.tag, exc.size, exc.capacity) == (2, 7, size, 100)
+    assert "truncated" in engine.strerror(exc.code)     # the engine's own code travels with it
     for word in ("endpoint 2", "tag 7", str(size), "100"):
         assert word in str(exc)
     assert bytes(small) == b"t" * 100  # the first capacity bytes are delivered

@@ -4,7 +4,7 @@ import asyncio
 import struct
 import sys
 
-from coc.launcher import protocol
+from coc import protocol
 from launcher_helpers import assert_all_gone, program, recorded_pids, wait_for_files
 
 
@@ -73,10 +73,10 @@ def test_a_garbled_channel_ends_the_site_cleanly(tmp_path):
 
 def test_the_rank_finds_its_welcome_and_its_address_is_relayed(tmp_path):
     script = tmp_path / "rank.py"
-    script.write_text("from coc.launcher import rankside\n"
-                      "me = rankside.credentials()\n"
+    script.write_text("from coc import rendezvous\n"
+                      "me = rendezvous.credentials()\n"
                       "print(me['self_id'], me['secret'].hex()[:4], flush=True)\n"
-                      "rankside.rendezvous(f\"tcp://h:{me['rank']}\")\n"
+                      "rendezvous.rendezvous(f\"tcp://h:{me['rank']}\")\n"
                       "print('answered', flush=True)\n")
 
     async def scenario():

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from coc.errors import LaunchError, TopologyWarning
-from coc.launcher import batch, protocol
+from coc import protocol
+from coc.launcher import batch
 from coc.launcher.plan import make_plan
 from coc.topology import load
 

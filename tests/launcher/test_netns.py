@@ -25,7 +25,7 @@ PAIR = textwrap.dedent("""
     import json, os
     scaled = lambda s: s * float(os.environ.get("COC_TEST_TIMEOUT_SCALE") or 1)  # noqa: E731
     from coc._native import engine
-    from coc.launcher.rankside import credentials, rendezvous
+    from coc.rendezvous import credentials, rendezvous
     from coc.routes import apply_routes
     me = credentials()
     with engine.Engine(me["self_id"], me["secret"],

@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from coc.errors import LaunchError, ProtocolError
-from coc.launcher import protocol
-from coc.launcher.rankside import _state, credentials, rendezvous
+from coc.errors import ControlError, EngineError, LaunchError
+from coc import protocol
+from coc.rendezvous import _state, credentials, rendezvous
 
 
 @pytest.fixture(autouse=True)
@@ -46,9 +46,10 @@ def test_messages_round_trip_back_to_back():
     (struct.pack(">I", 2) + b"[]", "without a type"),
     (struct.pack(">I", 3) + b"{x}", "not JSON"),
 ])
-def test_garbled_channels_raise_protocol_errors(data, words):
-    with pytest.raises(ProtocolError, match=words):
+def test_garbled_channels_raise_control_errors(data, words):
+    with pytest.raises(ControlError, match=words) as info:
         _read_all(data)
+    assert not isinstance(info.value, EngineError)     # the engine's wire has its own
 
 
 def test_rendezvous_outside_coc_run_says_how_to_start_the_program():

@@ -34,7 +34,7 @@ SSHD = "/usr/sbin/sshd"
 HELLO = textwrap.dedent("""
     import glob, json, os
     import coc
-    from coc.launcher.rankside import credentials
+    from coc.rendezvous import credentials
     comm = coc.init()
     secret = credentials()["secret"].hex().encode()
 

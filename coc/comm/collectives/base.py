@@ -20,7 +20,7 @@ import numpy as np
 
 from coc.comm import transport
 from coc.comm.buffers import contiguous
-from coc.errors import CocError, TruncationError
+from coc.errors import CollectiveMismatchError, TruncationError
 
 __all__ = ["Call", "CollectiveMismatchError", "set_collective_algorithm",
            "collective_algorithm", "use_topology"]
@@ -30,10 +30,6 @@ _ALGORITHMS = ("auto", "flat", "topology")
 #: ``COC_CHECK_COLLECTIVES=1``: before every collective, all ranks compare what they called.
 CHECK_ALL = os.environ.get("COC_CHECK_COLLECTIVES") == "1"
 _choice = {"value": os.environ.get("COC_COLLECTIVES", "auto")}
-
-
-class CollectiveMismatchError(CocError, ValueError):
-    """Ranks called different collectives, or with different roots or counts."""
 
 
 def set_collective_algorithm(name):

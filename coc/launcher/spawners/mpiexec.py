@@ -4,12 +4,12 @@ Three parts, one per process that takes part:
 
 - ``coc-run``: :class:`MpiexecSpawner` starts the site's agent as the ``local`` spawner does,
   with ``COC_AGENT_MPIEXEC`` naming the site's ``mpiexec`` (:func:`find_mpiexec`).
-- The agent: :func:`start_ranks` runs ``mpiexec -n K python -m coc.launcher.rankside`` once for the
+- The agent: :func:`start_ranks` runs ``mpiexec -n K python -m coc.rendezvous`` once for the
   site's K ranks, with ``COC_SITE_MPI=1`` (so
   ``coc.comm`` carries messages between them through mpi4py) and ``COC_CONTROL_SOCKET``,
   the path of a Unix socket the agent listens on: mpiexec's proxies do not pass inherited
   file descriptors on.
-- Each process mpiexec starts is a *shepherd* (:func:`coc.launcher.rankside.shepherd`): it
+- Each process mpiexec starts is a *shepherd* (:func:`coc.rendezvous.shepherd`): it
   connects to that socket and says its ``PMI_RANK``; the agent maps it to the site's
   ``PMI_RANK``-th coc rank and answers with the rank's command and environment, passing the
   rank's stdout, stderr, stdin (rank 0) and rendezvous socket as file descriptors
@@ -34,10 +34,10 @@ import sysconfig
 import tempfile
 
 from coc.errors import LaunchError
-from coc.launcher import protocol
+from coc import protocol
 from coc.pycommand import python_argv
 from coc.launcher.agent import MPIEXEC, Child, die_with_parent, rank_socket
-from coc.launcher.rankside import CONTROL_SOCKET
+from coc.rendezvous import CONTROL_SOCKET
 from coc.launcher.spawners.local import LocalSpawner
 from coc.mpi4py import hook
 
@@ -50,8 +50,8 @@ USER_MPIEXEC = "COC_MPIEXEC"
 SITE_MPI = "COC_SITE_MPI"
 #: Variables that belong to the site's MPI: a rank keeps mpiexec's values.
 _MPI_OWNED = ("PMI_RANK", "PMI_SIZE")
-#: What each process mpiexec starts runs: :func:`coc.launcher.rankside.shepherd`.
-SHEPHERD = "coc.launcher.rankside"
+#: What each process mpiexec starts runs: :func:`coc.rendezvous.shepherd`.
+SHEPHERD = "coc.rendezvous"
 
 
 def find_mpiexec(environ=None):

@@ -4,6 +4,7 @@ import numpy as np
 from checks import Checks
 
 import coc
+from coc._native import engine
 from coc.errors import TruncationError
 
 comm = coc.init()
@@ -75,6 +76,8 @@ if exc is not None:
     ok.equal("truncation message", str(exc).split(": ", 1)[1],
              f"message from rank {left} with tag 70 is "
              f"{'' if site_mpi else '100 bytes, '}larger than the receive buffer of 10 bytes")
+    if not site_mpi:                                # the engine's code survives the renaming
+        ok.equal("truncation code", type(engine.error(exc.code, "")), TruncationError)
 ok.raises("bad tag", ValueError, comm.Send, b"x", right, -5)
 ok.raises("bad rank", ValueError, comm.Send, b"x", size, 1)
 

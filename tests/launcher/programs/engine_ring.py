@@ -3,7 +3,7 @@
 import json
 
 from coc._native import engine
-from coc.launcher.rankside import credentials, rendezvous
+from coc.rendezvous import credentials, rendezvous
 from coc.routes import apply_routes
 
 me = credentials()

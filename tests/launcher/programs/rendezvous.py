@@ -6,7 +6,7 @@ Also lists every place (own and agent's command line and environment) the secret
 import json
 import os
 
-from coc.launcher.rankside import rendezvous
+from coc.rendezvous import rendezvous
 
 rank = int(os.environ["COC_RANK"])
 info = rendezvous(f"tcp://127.0.0.1:{20000 + rank}")

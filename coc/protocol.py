@@ -10,7 +10,7 @@ import base64
 import json
 import struct
 
-from coc.errors import ProtocolError
+from coc.errors import ControlError
 
 __all__ = ["MAX_MESSAGE", "encode", "decode_length", "decode", "read_message", "send_message",
            "pack_bytes", "unpack_bytes"]
@@ -31,7 +31,7 @@ def encode(message):
     """
     body = json.dumps(message).encode()
     if len(body) > MAX_MESSAGE:
-        raise ProtocolError(f"control message of {len(body)} bytes exceeds {MAX_MESSAGE}")
+        raise ControlError(f"control message of {len(body)} bytes exceeds {MAX_MESSAGE}")
     return _HEADER.pack(len(body)) + body
 
 
@@ -39,7 +39,7 @@ def decode_length(header):
     """Return the body length a 4-byte header announces, refusing oversized messages."""
     (length,) = _HEADER.unpack(header)
     if length > MAX_MESSAGE:
-        raise ProtocolError(f"control message announces {length} bytes, more than {MAX_MESSAGE}")
+        raise ControlError(f"control message announces {length} bytes, more than {MAX_MESSAGE}")
     return length
 
 
@@ -54,9 +54,9 @@ def decode(body):
     try:
         message = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"control message is not JSON: {exc}") from None
+        raise ControlError(f"control message is not JSON: {exc}") from None
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-        raise ProtocolError(f"control message without a type: {body[:80]!r}")
+        raise ControlError(f"control message without a type: {body[:80]!r}")
     return message
 
 
@@ -66,12 +66,12 @@ async def read_message(reader):
         header = await reader.readexactly(_HEADER.size)
     except asyncio.IncompleteReadError as exc:
         if exc.partial:
-            raise ProtocolError("control channel closed inside a message header") from None
+            raise ControlError("control channel closed inside a message header") from None
         return None
     try:
         body = await reader.readexactly(decode_length(header))
     except asyncio.IncompleteReadError:
-        raise ProtocolError("control channel closed inside a message body") from None
+        raise ControlError("control channel closed inside a message body") from None
     return decode(body)
 
 

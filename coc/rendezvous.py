@@ -27,8 +27,8 @@ import subprocess
 import sys
 import threading
 
-from coc.errors import CocError, LaunchError, ProtocolError
-from coc.launcher import protocol
+from coc.errors import CocError, ControlError, LaunchError
+from coc import protocol
 from coc.routes import delay_table, parse_routes
 
 __all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "serve_control",
@@ -49,7 +49,7 @@ def _receive_exactly(sock, size):
     while left:
         chunk = sock.recv(left)
         if not chunk:
-            raise ProtocolError("coc-run's agent closed the rendezvous socket")
+            raise ControlError("coc-run's agent closed the rendezvous socket")
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
@@ -60,10 +60,10 @@ def _receive(sock, expected):
     try:
         message = protocol.decode(_receive_exactly(
             sock, protocol.decode_length(_receive_exactly(sock, 4))))
-    except (ProtocolError, OSError) as exc:
+    except (ControlError, OSError) as exc:
         raise LaunchError(f"the job was torn down before the rendezvous completed ({exc})")
     if message["type"] != expected:
-        raise ProtocolError(f"expected a {expected} message, got {message['type']!r}")
+        raise ControlError(f"expected a {expected} message, got {message['type']!r}")
     return message
 
 
@@ -177,7 +177,7 @@ def _control_loop(sock, engine, describe):
         try:
             message = protocol.decode(_receive_exactly(
                 sock, protocol.decode_length(_receive_exactly(sock, 4))))
-        except (ProtocolError, OSError):
+        except (ControlError, OSError):
             return                     # the agent closed it: the job is ending
         try:
             if message["type"] == "status":
