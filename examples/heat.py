@@ -1,4 +1,4 @@
-"""Jacobi iteration of the 2-D heat equation on a grid split into blocks, halos exchanged each step.
+"""Jacobi iteration of the 2-D heat equation on a grid of blocks, halos exchanged every step.
 
 The stencil application of the LAMP cluster paper (Gołębiewski et al.): a grid with fixed
 zero edges, each rank owning one block of a ``px`` x ``py`` process grid and one halo line
