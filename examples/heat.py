@@ -127,7 +127,7 @@ def main():
     error = np.abs(u[1:-1, 1:-1] - exact(args.n, np.arange(row0 + 1, row0 + nrows + 1),
                                          np.arange(col0 + 1, col0 + ncols + 1), args.steps))
     max_error = comm.allreduce(float(error.max(initial=0.0)), op=coc.MAX)
-    verified = max_error < 1e-9
+    verified = bool(max_error < 1e-9)
     elapsed = comm.allreduce(elapsed, op=coc.MAX)
     comm_time = comm.allreduce(clock.seconds) / size
     if rank == 0:

@@ -116,8 +116,8 @@ def main():
     count_ok = comm.allreduce(received.size) == total
     sums_ok = comm.allreduce(checksum(received)) % 2 ** 64 == \
         comm.allreduce(checksum(keys)) % 2 ** 64
-    verified = comm.allreduce(bool(in_range and first_ok), op=coc.LAND) and contiguous \
-        and count_ok and sums_ok
+    verified = bool(comm.allreduce(bool(in_range and first_ok), op=coc.LAND) and contiguous
+                    and count_ok and sums_ok)
     elapsed = comm.allreduce(elapsed, op=coc.MAX)
     comm_time = comm.allreduce(clock.seconds) / size
     if rank == 0:

@@ -138,7 +138,7 @@ def main():
 
     expected = known_eigenvalues(m, cy)
     error = float(np.abs(ritz - expected).max() / (4 + 4 * cy)) if len(ritz) == WANTED else 1.0
-    verified = converged and error < 1e-8
+    verified = bool(converged and error < 1e-8)
     elapsed = comm.allreduce(elapsed, op=coc.MAX)
     comm_time = comm.allreduce(clock.seconds) / size
     if rank == 0:

@@ -105,7 +105,7 @@ def main():
     elapsed = coc.Wtime() - start
 
     wrong = comm.allreduce(int((distance != expected).sum()))
-    verified = wrong == 0
+    verified = bool(wrong == 0)
     elapsed = comm.allreduce(elapsed, op=coc.MAX)
     comm_time = comm.allreduce(clock.seconds) / size
     if rank == 0:

@@ -24,7 +24,7 @@ It checks itself by the conservation laws of the run: no atom is lost or duplica
 total momentum stays zero (to 1e-9 per atom), and the total energy at the end differs from
 the one at the start by less than ``--drift`` (default 1e-3) per atom.
 
-Run: ``coc-run -n 8 python examples/md.py`` (500 atoms, 100 steps; CI size).
+Run: ``coc-run -n 8 python examples/md.py`` (500 atoms, 50 steps; CI size).
 Real size: ``coc-run -n 8 python examples/md.py --cells 12 --steps 200`` (6912 atoms).
 """
 
@@ -98,7 +98,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, default=5,
                         help="FCC cells per side (4 cells^3 atoms)")
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--temperature", type=float, default=1.44)
     parser.add_argument("--thermo", type=int, default=20, help="steps between energy sums")
     parser.add_argument("--drift", type=float, default=1e-3,
@@ -188,7 +188,8 @@ def main():
     count = comm.allreduce(len(state))
     momentum = np.abs(comm.allreduce(state[:, 3:].sum(axis=0))).max()
     drift = abs(kinetic + total_potential - start_energy) / atoms_total
-    verified = count == atoms_total and momentum < 1e-9 * atoms_total and drift < args.drift
+    verified = bool(count == atoms_total and momentum < 1e-9 * atoms_total
+                    and drift < args.drift)
     elapsed = comm.allreduce(elapsed, op=coc.MAX)
     comm_time = comm.allreduce(clock.seconds) / size
     if rank == 0:
