@@ -16,7 +16,8 @@ to zero there), time step 0.005, velocity Verlet at constant energy. The ranks f
   the corner and edge neighbours get theirs too (six ``sendrecv`` calls a step: the
   object form moves a NumPy array of any length with its shape in one message, the
   array's memory sent out of band);
-- every rank computes the forces on its own atoms from its atoms and ghosts.
+- every rank computes the forces on its own atoms from its atoms and ghosts, binned in
+  cells one cut-off wide so each atom meets only the atoms of the 27 cells around it.
 
 Every ``--thermo`` steps an ``allreduce`` sums the kinetic and potential energy.
 
@@ -80,16 +81,36 @@ def lattice(cells, temperature, seed):
 
 
 def forces(atoms, everything):
-    """Return the forces on ``atoms`` from ``everything`` (atoms and ghosts) and their energy."""
+    """Return the forces on ``atoms`` from ``everything`` (atoms first, then ghosts) and their
+    potential energy.
+
+    Everything is binned into cells at least one cut-off wide (with an empty layer around),
+    so an atom's partners lie in its own cell and the 26 around it: the cost grows with the
+    number of atoms, not its square.
+    """
+    origin = everything.min(axis=0)
+    shape = np.maximum(((everything.max(axis=0) - origin) // CUTOFF).astype(int), 1)
+    width = (everything.max(axis=0) - origin) / shape + 1e-12
+    index = np.minimum((everything - origin) // width, shape - 1).astype(int) + 1
+    dims = shape + 2
+    cell = np.ravel_multi_index(index.T, dims)
+    order = np.argsort(cell, kind="stable")
+    counts = np.bincount(cell, minlength=dims.prod())
+    members = np.full((dims.prod(), counts.max()), -1)
+    slot = np.arange(len(order)) - (np.cumsum(counts) - counts)[cell[order]]
+    members[cell[order], slot] = order            # members[c] = the atoms in cell c, -1 after
+    around = np.ravel_multi_index(np.indices((3, 3, 3)).reshape(3, -1), dims) \
+        - np.ravel_multi_index((1, 1, 1), dims)             # the 27 cells' index offsets
     force, energy = np.zeros_like(atoms), 0.0
     for begin in range(0, len(atoms), 256):      # in chunks: bounded memory
-        delta = atoms[begin:begin + 256, None, :] - everything[None, :, :]
+        chunk = slice(begin, min(begin + 256, len(atoms)))
+        partners = members[cell[chunk, None] + around].reshape(chunk.stop - begin, -1)
+        delta = atoms[chunk, None, :] - everything[partners]
         r2 = np.einsum("ijk,ijk->ij", delta, delta)
-        near = (r2 < CUTOFF ** 2) & (r2 > 0)
+        near = (partners >= 0) & (r2 < CUTOFF ** 2) & (r2 > 0)
         inv2 = np.where(near, 1 / np.where(near, r2, 1), 0)
         inv6 = inv2 ** 3
-        force[begin:begin + 256] = np.einsum("ij,ijk->ik", 24 * inv2 * (2 * inv6 ** 2 - inv6),
-                                             delta)
+        force[chunk] = np.einsum("ij,ijk->ik", 24 * inv2 * (2 * inv6 ** 2 - inv6), delta)
         energy += 0.5 * (4 * (inv6 ** 2 - inv6) - SHIFT * near).sum()
     return force, energy
 

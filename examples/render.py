@@ -14,7 +14,7 @@ It checks itself: after the timed run the master renders the whole image again b
 band by band, and the run is verified when the SHA-256 of both images is the same.
 
 Run: ``coc-run -n 8 python examples/render.py`` (160 x 120 pixels; CI size).
-Real size: ``coc-run -n 8 python examples/render.py --width 1024 --height 768``.
+Real size: ``coc-run -n 8 python examples/render.py --width 2048 --height 1536``.
 ``--output image.ppm`` saves the picture.
 """
 
