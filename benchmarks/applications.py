@@ -7,12 +7,15 @@ communication share and the load average before its first run (a loaded machine 
 both time and share: say so next to the figures). ``--quick`` runs the CI sizes instead.
 
 Run: ``python benchmarks/applications.py [--quick] [--repeat N] [--only NAME ...]
-[--json FILE]``.
+[--launcher-args '--delay wan=1ms'] [--json FILE]``. ``--launcher-args`` passes options to
+coc-run: ``--delay wan=1ms`` emulates two-sites' declared WAN latency in embedded mode,
+``--testbed NAME`` runs in a testbed's network namespaces.
 """
 
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -29,14 +32,15 @@ REAL_SIZE = {
     "hpl": ["--n", "4096", "--nb", "64"],
     "render": ["--width", "2048", "--height", "1536"],
     "isort": ["--class", "A"],
-    "md": ["--cells", "12", "--steps", "200"],
+    "md": ["--cells", "12", "--steps", "100"],
 }
 TIMEOUT = 1800
 
 
-def run(name, args, report):
+def run(name, args, report, launcher_args=()):
     """Run one application once; return its JSON report."""
     cmd = [sys.executable, "-m", "coc.launcher.cli", "-n", "8", "--timeout", str(TIMEOUT),
+           *launcher_args,
            sys.executable, str(EXAMPLES / f"{name}.py"), *args, "--json", str(report)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 60,
                           stdin=subprocess.DEVNULL)
@@ -51,6 +55,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--only", nargs="+", choices=REAL_SIZE, default=list(REAL_SIZE))
     parser.add_argument("--json", help="write every run's report here")
+    parser.add_argument("--launcher-args", default="",
+                        help="more coc-run options, e.g. '--delay wan=1ms' or '--testbed NAME'")
     args = parser.parse_args()
 
     results = {}
@@ -60,11 +66,12 @@ def main():
         for name in args.only:
             size_args = [] if args.quick else REAL_SIZE[name]
             load = os.getloadavg()[0]
-            runs = [run(name, size_args, Path(scratch) / f"{name}-{i}.json")
-                    for i in range(args.repeat)]
+            runs = [run(name, size_args, Path(scratch) / f"{name}-{i}.json",
+                        shlex.split(args.launcher_args)) for i in range(args.repeat)]
             times = [r["time"] for r in runs]
             share = statistics.median(r["comm_time"] / r["time"] for r in runs)
-            results[name] = {"args": size_args, "load": load, "runs": runs}
+            results[name] = {"args": size_args, "load": load, "runs": runs,
+                             "launcher_args": args.launcher_args}
             print(f"| {name} | `{' '.join(size_args) or '(CI size)'}` | "
                   f"{statistics.median(times):.2f} s ({min(times):.2f}..{max(times):.2f}) | "
                   f"{100 * share:.0f} % | {load:.1f} |", flush=True)

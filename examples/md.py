@@ -26,7 +26,7 @@ total momentum stays zero (to 1e-9 per atom), and the total energy, summed every
 ``--thermo`` steps, never moves ``--drift`` (default 1e-3) per atom or more from the start.
 
 Run: ``coc-run -n 8 python examples/md.py`` (500 atoms, 50 steps; CI size).
-Real size: ``coc-run -n 8 python examples/md.py --cells 12 --steps 200`` (6912 atoms).
+Real size: ``coc-run -n 8 python examples/md.py --cells 12 --steps 100`` (6912 atoms).
 """
 
 import argparse
