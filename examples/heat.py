@@ -86,6 +86,7 @@ def main():
     col0, ncols = split(args.n, pcols, my_col)
 
     def neighbour(drow, dcol):
+        """Return the rank of the block ``drow, dcol`` away (PROC_NULL past the edge)."""
         r, c = my_row + drow, my_col + dcol
         return r * pcols + c if 0 <= r < prows and 0 <= c < pcols else coc.PROC_NULL
 
@@ -100,6 +101,7 @@ def main():
     clock = Stopwatch()
 
     def exchange_halos():
+        """Swap edge rows and columns with the four neighbours, into their halo lines."""
         comm.Sendrecv(u[1, 1:-1], dest=up, sendtag=1, recvbuf=u[-1, 1:-1], source=down,
                       recvtag=1)
         comm.Sendrecv(u[-2, 1:-1], dest=down, sendtag=2, recvbuf=u[0, 1:-1], source=up,

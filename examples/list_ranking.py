@@ -70,7 +70,7 @@ def main():
 
     mine = np.arange(rank * n, (rank + 1) * n)
     distance = (succ != mine).astype(np.int64)
-    active = np.flatnonzero(distance)            # elements whose successor is not the tail
+    active = np.flatnonzero(distance)            # all but the tail (its own successor)
     send_counts, recv_counts = np.empty(size, np.int64), np.empty(size, np.int64)
     clock = Stopwatch()
     rounds = 0

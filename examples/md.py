@@ -144,6 +144,7 @@ def main():
     clock = Stopwatch()
 
     def neighbour(dim, step):
+        """Return the rank of the brick ``step`` away along ``dim`` (periodic)."""
         coords = me.copy()
         coords[dim] = (coords[dim] + step) % grid[dim]
         return int(np.ravel_multi_index(coords, grid))
