@@ -18,6 +18,7 @@ from coc.launcher.environment import rank_environment
 from coc.launcher.spawners import spawner_for
 from coc.pycommand import python_argv
 from coc.topology.routing import Direct
+from coc.topology.ports import PORT_RANGE_VARIABLE, format_port_range, host_port_range
 from coc.topology.tables import LARGE_MESSAGE
 from coc.topology.units import format_size, format_time
 
@@ -60,6 +61,7 @@ class Plan:
     tables: object = None                  # coc.topology.route_tables of the topology
     settings: dict = field(default_factory=dict)  # {site: site settings} (profiles, login)
     emulation: object = None               # coc.launcher.latency.Emulation, or None
+    port_overrides: dict = field(default_factory=dict)  # {site: (low, high)}: --port-range
 
     @property
     def size(self):
@@ -188,12 +190,25 @@ class Plan:
         """Make ``site`` start through ``spawner`` (``--batch`` wraps the site's own)."""
         self._spawners_made[site] = (self.spawners[site], spawner)
 
+    def port_range(self, host):
+        """Return the ``(low, high)`` ports engines on ``host`` listen in, or None (any).
+
+        ``--port-range`` for the host's site wins over the topology's ranges
+        (:func:`coc.topology.ports.host_port_range`).
+        """
+        site = self.topology.nodes[host]["site"]
+        return host_port_range(self.topology, host, self.port_overrides.get(site))
+
     def rank_env(self, rank):
         """Return the variables rank ``rank`` gets on top of its site's environment."""
         p = self.placements[rank]
-        return {**self.exports, **rank_environment(p, self.size, self.job_id,
-                                                   self.topology.graph.get("file")),
-                LISTEN_HOST: self.spawner(p.site).listen_host(p.host)}
+        env = {**self.exports, **rank_environment(p, self.size, self.job_id,
+                                                  self.topology.graph.get("file")),
+               LISTEN_HOST: self.spawner(p.site).listen_host(p.host)}
+        ports = self.port_range(p.host)
+        if ports:
+            env[PORT_RANGE_VARIABLE] = format_port_range(ports)
+        return env
 
     def peers_for(self, endpoint, peers):
         """Return ``peers`` as ``endpoint`` must dial them: without itself, wildcards resolved.
@@ -237,7 +252,8 @@ class Plan:
                           "argv": on(g.host, python_argv(GATEWAY_MODULE, python=spawner.python)),
                           "config": {"self_id": g.endpoint, "secret": secret.hex(),
                                      "listen_host": spawner.listen_host(g.host),
-                                     "port_range": [0, 0],
+                                     "port_range": list(self.port_range(g.host)
+                                                        or (0, 0)),
                                      "routes": self.route_table(g.endpoint),
                                      "delays": {str(k): v for k, v in
                                                 self.delays(g.endpoint).items()}}}
@@ -258,7 +274,8 @@ class Plan:
 
 def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="topology",
               oversubscribe=False, spawners=None, exports=None, job_id=None,
-              start_gateways=True, settings=None, delays=None, testbed=False):
+              start_gateways=True, settings=None, delays=None, testbed=False,
+              port_ranges=None):
     """Return the :class:`Plan` for running ``command`` on topology ``G``.
 
     Parameters
@@ -287,6 +304,8 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
         emulate them (:mod:`coc.launcher.latency`).
     testbed : bool, optional
         The job runs under ``--testbed``: declared WAN-class latencies are emulated.
+    port_ranges : dict, optional
+        ``--port-range`` overrides ``{site: (low, high)}`` (``None`` as key: every site).
     """
     G = latency.override(G, delays or {})
     available = placing.available_slots(G, limits)
@@ -305,6 +324,7 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
                 daemons, {}, dict(exports or {}), hosts_from, tables=tables)
     if delays or testbed:
         plan.emulation = latency.Emulation(G, delays or {}, testbed)
+    plan.port_overrides = _port_overrides(G, port_ranges or {})
     site_attrs = G.graph.get("sites", {})
     for site in plan.sites:
         given = {k: v for k, v in (site_attrs.get(site) or {}).items() if v is not None}
@@ -314,6 +334,18 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
     for site in plan.sites:
         plan.spawner(site)               # an unknown or unavailable spawner fails here
     return plan
+
+
+def _port_overrides(G, port_ranges):
+    """Return ``{site: (low, high)}`` from ``--port-range`` values (key None: every site)."""
+    known = topology.sites(G)
+    for site in port_ranges:
+        if site is not None and site not in known:
+            raise LaunchError(f"--port-range: unknown site (topology has: {', '.join(known)})",
+                              site=site)
+    every = port_ranges.get(None)
+    return {site: port_ranges.get(site, every) for site in known
+            if port_ranges.get(site, every) is not None}
 
 
 def format_plan(plan):
