@@ -131,6 +131,8 @@ def dial(eng, hops, peers, timeout=DIAL_TIMEOUT):
         Naming the endpoint, its address and what the engine saw (refused, no answer).
     """
     deadline = time.monotonic() + timeout
+    where = {hop: next((a for a in peers.get(hop, "").split() if a.startswith("tcp://")),
+                       peers.get(hop) or "(address unknown)") for hop in hops}
     for hop in hops:
         eng.connect(hop)
     waiting = list(hops)
@@ -141,12 +143,11 @@ def dial(eng, hops, peers, timeout=DIAL_TIMEOUT):
                            and "failed" in line), None)
             if failed is not None:
                 raise ConnectionError(f"cannot connect to endpoint {failed} at "
-                                      f"{peers.get(failed, '(address unknown)')}: {line}")
+                                      f"{where[failed]}: {line}")
         waiting = [hop for hop in waiting if not eng.connected(hop)]
         if waiting and time.monotonic() >= deadline:
             raise ConnectionError(f"cannot connect to endpoint {waiting[0]} at "
-                                  f"{peers.get(waiting[0], '(address unknown)')}: no answer "
-                                  f"within {timeout:g} s")
+                                  f"{where[waiting[0]]}: no answer within {timeout:g} s")
         if waiting:
             time.sleep(0.005)
 

@@ -7,8 +7,10 @@ impossible with a real nftables rule in a gateway's namespace. Needs root (CI ru
 
 import json
 import os
+import selectors
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,83 @@ def test_a_range_too_small_is_an_error_naming_it(two_sites_testbed, coc_run):
                      env={"HOLD_DIR": "/nonexistent", "HOLD_TIMEOUT": "1"})
     assert result.returncode != 0
     assert "no free port in the port range 41000-41000 on 10.1.0.1" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def outbound_testbed():
+    """two-sites where site b accepts no inbound connections: nftables on b-gw's WAN side."""
+    import coc.testbed
+
+    if shutil.which("nft") is None:
+        pytest.skip("needs nft (Debian package nftables) for the firewall rule")
+    with coc.testbed.up(GOOD / "two-sites-outbound.yaml", name=f"sites-ob-{os.getpid()}") as bed:
+        yield bed
+
+
+def connections(bed, host):
+    """Return ``(local, remote)`` ``address:port`` pairs of established TCP connections."""
+    out = bed.exec(host, ["ss", "-tnH", "state", "established"], capture_output=True,
+                   text=True, check=True, timeout=scaled(10)).stdout
+    return [tuple(line.split()[2:4]) for line in out.splitlines()]
+
+
+def test_outbound_only_site_runs_its_gateway_dialing_out(outbound_testbed, tmp_path,
+                                                         start_coc_run, monkeypatch):
+    bed = outbound_testbed
+    a_wan, b_wan = bed.address("a-gw", "wan"), bed.address("b-gw", "wan")
+    proc, hold = run_holding(start_coc_run, tmp_path, monkeypatch, "--testbed", bed.name,
+                             "--site", "a=1", "--site", "b=1")
+    try:
+        wait_for_files(hold, 2, timeout=scaled(60))
+        a_listen = {port for _, port in listeners(bed, "a-gw")}
+        b_links = [(local, remote) for local, remote in connections(bed, "b-gw")
+                   if remote.startswith(f"{a_wan}:")]
+    finally:
+        status, out, err = finish(proc, hold)
+    assert status == 0, err
+    # b-gw made the WAN link: from its own address to a port a-gw listens on
+    assert b_links, "no WAN connection from b-gw"
+    for local, remote in b_links:
+        assert local.startswith(f"{b_wan}:")
+        assert int(remote.rpartition(":")[2]) in a_listen
+    assert [json.loads(line)["hosts"] for line in out.splitlines()][0] == ["a1", "b1"]
+
+
+def test_firewall_really_blocks_inbound(outbound_testbed, tmp_path):
+    """The rule is real: a-gw cannot connect to a port b-gw listens on over the WAN."""
+    bed = outbound_testbed
+    server = bed.popen("b-gw", [sys.executable, "-c",
+                                "import socket, time; s = socket.socket(); "
+                                "s.bind(('0.0.0.0', 45000)); s.listen(); print('ready', "
+                                "flush=True); time.sleep(30)"], stdout=subprocess.PIPE)
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(server.stdout, selectors.EVENT_READ)
+            assert sel.select(scaled(20)), "the listener in b-gw did not start"
+        assert server.stdout.readline() == b"ready\n"
+        probe = ("import socket, sys; s = socket.socket(); s.settimeout(1.0)\n"
+                 "try:\n    s.connect((sys.argv[1], 45000)); print('open')\n"
+                 "except OSError as e:\n    print('blocked', e)\n")
+        inside = bed.exec("b1", [sys.executable, "-c", probe, bed.address("b-gw", "b-lan")],
+                          capture_output=True, text=True, timeout=scaled(20)).stdout
+        outside = bed.exec("a-gw", [sys.executable, "-c", probe, bed.address("b-gw", "wan")],
+                           capture_output=True, text=True, timeout=scaled(20)).stdout
+    finally:
+        server.kill()
+        server.communicate(timeout=scaled(10))
+    assert inside.startswith("open")            # inside its site b-gw still accepts
+    assert outside.startswith("blocked"), outside
+
+
+def test_undeclared_firewall_fails_before_any_rank_naming_the_link(outbound_testbed, coc_run,
+                                                                    tmp_path):
+    """The same testbed run with plain two-sites: a-gw dials b-gw, is dropped, coc-run says so."""
+    marker = tmp_path / "started"
+    result = coc_run("--testbed", outbound_testbed.name, "--topology", "two-sites", "--site",
+                     "a=1", "--site", "b=1", "--",
+                     sys.executable, "-c", f"open({str(marker)!r}, 'w')", timeout=scaled(90))
+    assert result.returncode != 0
+    assert "the link a-gw -> b-gw over network wan cannot be made, no rank was started" \
+        in result.stderr, result.stderr
+    assert "mark site b outbound_only" in result.stderr
+    assert not marker.exists()
