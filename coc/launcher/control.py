@@ -173,7 +173,7 @@ class Job:
                 self.stop()
                 await self._wait_agents()
                 raise
-            if self.plan.placements:
+            if self.plan.placements and self.launched:
                 self._forward_stdin(loop)
             watching = asyncio.ensure_future(self.watchdog.run()) if self.watchdog else None
             try:
@@ -313,6 +313,8 @@ class Job:
             if not self.linking:
                 self.launched = True
                 self.broadcast({"type": "launch"})
+                if self.plan.placements and not self.stopping:   # stdin follows the ranks
+                    self._forward_stdin(asyncio.get_running_loop())
         elif kind == "ready":
             self.ready.add(source)
             if len(self.ready) == len(self.plan.gateways):
