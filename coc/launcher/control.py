@@ -166,9 +166,14 @@ class Job:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self.interrupt, signum)
+        begun = loop.time()
         try:
             try:
-                await self.start()
+                await asyncio.wait_for(self.start(), timeout)
+            except asyncio.TimeoutError:     # a site never came (a batch job still queued)
+                self.fail(124, f"coc-run: timeout after {timeout:g} s before every site had "
+                               "started (is a batch job still queued?), job stopped")
+                return self._end()
             except CocError:
                 self.stop()
                 await self._wait_agents()
@@ -176,8 +181,9 @@ class Job:
             if self.plan.placements and self.launched:
                 self._forward_stdin(loop)
             watching = asyncio.ensure_future(self.watchdog.run()) if self.watchdog else None
+            left = None if timeout is None else max(0.0, timeout - (loop.time() - begun))
             try:
-                await asyncio.wait_for(asyncio.shield(self.ended.wait()), timeout)
+                await asyncio.wait_for(asyncio.shield(self.ended.wait()), left)
             except asyncio.TimeoutError:
                 self.fail(124, f"coc-run: timeout after {timeout:g} s, job stopped")
                 await self.ended.wait()
@@ -189,6 +195,10 @@ class Job:
                 loop.remove_signal_handler(signum)
             await self._wait_agents()
             self.sink.close()
+        return self._end()
+
+    def _end(self):
+        """Print why the job ended (if it failed) and return coc-run's exit status."""
         status, message = self.outcome or (0, None)
         if message:
             print(message, file=sys.stderr, flush=True)
