@@ -94,7 +94,7 @@ def _failure_rows(status, errors):
     return rows
 
 
-def _host_rows(G, hosts):
+def _host_rows(hosts):
     rows = []
     for info in hosts:
         where = f"host {info['host']}"
@@ -113,30 +113,30 @@ def _host_rows(G, hosts):
     return rows
 
 
+def _judged(check, where, bad, detail, fix):
+    """Return a row that is a warning with ``fix`` when ``bad``, else ok."""
+    return Row(check, where, "warning" if bad else "ok", detail, fix if bad else "")
+
+
 def _probe_rows(G, probes):
     rows = []
     for p in probes:
-        where = f"{p['source']} -> {p['host']}"
-        skew = p["offset"]
-        rows.append(Row("clock", f"host {p['host']}",
-                        "warning" if abs(skew) > CLOCK_TOLERANCE else "ok",
-                        f"{skew:+.3f} s against {p['source']}",
-                        "synchronise the clocks (NTP, chrony): timings and logs across "
-                        "hosts disagree" if abs(skew) > CLOCK_TOLERANCE else ""))
+        where, skew = f"{p['source']} -> {p['host']}", p["offset"]
         declared = topology.route(G, p["source"], p["host"], 8).time
-        bad = p["latency"] > declared * LATENCY_FACTOR + LATENCY_SLACK
-        rows.append(Row("latency", where, "warning" if bad else "ok",
-                        f"measured {format_time(p['latency'], 3)}, declared "
-                        f"{format_time(declared, 3)}",
-                        "correct the declared latency of the route's networks" if bad else ""))
-        r = topology.route(G, p["source"], p["host"], 1 << 20)
-        bottleneck = min(topology_bandwidths(G, r))
-        bad = p["bandwidth"] < bottleneck / BANDWIDTH_FACTOR
-        rows.append(Row("bandwidth", where, "warning" if bad else "ok",
-                        f"measured {format_bandwidth(p['bandwidth'], 3)}, declared "
-                        f"{format_bandwidth(bottleneck, 3)}",
-                        "correct the declared bandwidth (or look for a slow hop)" if bad
-                        else ""))
+        bottleneck = min(topology_bandwidths(G, topology.route(G, p["source"], p["host"],
+                                                               1 << 20)))
+        rows += [
+            _judged("clock", f"host {p['host']}", abs(skew) > CLOCK_TOLERANCE,
+                    f"{skew:+.3f} s against {p['source']}", "synchronise the clocks (NTP, "
+                    "chrony): timings and logs across hosts disagree"),
+            _judged("latency", where, p["latency"] > declared * LATENCY_FACTOR + LATENCY_SLACK,
+                    f"measured {format_time(p['latency'], 3)}, declared "
+                    f"{format_time(declared, 3)}",
+                    "correct the declared latency of the route's networks"),
+            _judged("bandwidth", where, p["bandwidth"] < bottleneck / BANDWIDTH_FACTOR,
+                    f"measured {format_bandwidth(p['bandwidth'], 3)}, declared "
+                    f"{format_bandwidth(bottleneck, 3)}",
+                    "correct the declared bandwidth (or look for a slow hop)")]
     return rows
 
 
@@ -161,7 +161,7 @@ def diagnose(source, options=(), timeout=120.0):
     reached = {h["site"] for h in hosts}
     rows = [Row("login", f"site {site}", "ok", "agent started, coc imported")
             for site in topology.sites(G) if site in reached]
-    rows += _host_rows(G, hosts)
+    rows += _host_rows(hosts)
     rows += _failure_rows(status, errors)
     if status == 0 and len(reached) > 1:
         rows.append(Row("link", "every gateway link", "ok", "made (in the port ranges) before "

@@ -58,8 +58,9 @@ def test_every_listening_socket_is_inside_its_hosts_port_range(two_sites_testbed
                                                                start_coc_run, monkeypatch):
     """two-sites-ports: a 41000-41099, the WAN 41050-41059; --port-range b=43000-43019."""
     bed = two_sites_testbed
-    proc, hold = run_holding(start_coc_run, tmp_path, monkeypatch, "--testbed", bed.name, "--topology",
-                             GOOD / "two-sites-ports.yaml", "--site", "a=2", "--site", "b=2",
+    proc, hold = run_holding(start_coc_run, tmp_path, monkeypatch, "--testbed", bed.name,
+                             "--topology", GOOD / "two-sites-ports.yaml", "--site", "a=2",
+                             "--site", "b=2",
                              "--port-range", "b=43000-43019")
     try:
         wait_for_files(hold, 4, timeout=scaled(60))
