@@ -219,7 +219,7 @@ class SiteMPI:
 def bootstrap():
     """Build the job from a plain ``mpiexec`` start; return ``(engine, me)`` like coc-run's."""
     from coc._native import engine as native
-    from coc.topology.ports import environ_port_range
+    from coc.ports import environ_port_range
     MPI = hook.real_mpi()
     w = MPI.COMM_WORLD
     secret = w.bcast(secrets.token_bytes(32) if w.rank == 0 else None, root=0)

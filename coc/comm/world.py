@@ -120,7 +120,7 @@ def _open_under_coc_run():
     """Open the engine with coc-run's credentials and do the rendezvous; return (engine, me)."""
     from coc._native import engine as native
     from coc.launcher import rankside
-    from coc.topology.ports import environ_port_range
+    from coc.ports import environ_port_range
     me = rankside.credentials()
     if me["self_id"] != me["rank"]:
         raise LaunchError(f"endpoint id {me['self_id']} differs from rank {me['rank']}",

@@ -32,7 +32,7 @@ from coc.launcher.environment import scheduler_allocation
 from coc.launcher.profiles import data_dir
 from coc.launcher.spawners.ssh import ssh_command
 from coc.pycommand import python_argv
-from coc.topology.ports import listen_socket
+from coc.ports import listen_socket
 
 __all__ = ["SCHEDULERS", "PLACEHOLDERS", "ScriptTemplate", "batch_sites", "script_values",
            "render_script", "format_scripts", "BatchSpawner", "use_batch", "RELAY_MODULE"]

@@ -23,7 +23,7 @@ from coc.launcher.watchdog import DEFAULT_SECONDS
 from coc.launcher.plan import format_plan, make_plan
 from coc.mpi4py import hook
 from coc.topology.hostlist import compress
-from coc.topology.ports import parse_port_range
+from coc.ports import parse_port_range
 from coc.pycommand import python_argv
 
 __all__ = ["main", "build_parser", "split_command", "rank_command"]

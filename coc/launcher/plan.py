@@ -18,7 +18,8 @@ from coc.launcher.environment import rank_environment
 from coc.launcher.spawners import spawner_for
 from coc.pycommand import python_argv
 from coc.topology.routing import Direct
-from coc.topology.ports import PORT_RANGE_VARIABLE, format_port_range, host_port_range
+from coc.ports import PORT_RANGE_VARIABLE, format_port_range
+from coc.topology.ports import host_port_range
 from coc.topology.tables import LARGE_MESSAGE
 from coc.topology.units import format_size, format_time
 

@@ -10,7 +10,7 @@ import networkx as nx
 from coc.errors import TopologyError
 from coc.topology.hostlist import HostlistError, expand, natural_key
 from coc.topology.limits import exceeded, excerpt, limits, shorten
-from coc.topology.ports import format_port_range, parse_port_range
+from coc.ports import format_port_range, parse_port_range
 from coc.topology.units import format_bandwidth, format_time, parse_bandwidth, parse_time
 from coc.topology.yamlfile import decode, line_of, read_yaml
 

@@ -9,7 +9,7 @@ from coc import topology
 from coc.errors import LaunchError
 from coc.launcher.cli import parse_port_ranges
 from coc.launcher.plan import make_plan
-from coc.topology.ports import PORT_RANGE_VARIABLE
+from coc.ports import PORT_RANGE_VARIABLE
 
 GOOD = Path(__file__).parents[1] / "data" / "topology-good"
 

@@ -4,8 +4,8 @@ import pytest
 
 from coc.errors import LaunchError, TopologyError
 from coc.topology import from_dict, loads, to_dict
-from coc.topology.ports import (environ_port_range, host_port_range, listen_socket,
-                                parse_port_range)
+from coc.ports import environ_port_range, listen_socket, parse_port_range
+from coc.topology.ports import host_port_range
 
 TEXT = """\
 networks:
