@@ -58,7 +58,10 @@ def report_host():
     import coc
 
     host = os.environ.get("COC_HOST")
-    present = present_addresses()
+    # engines on loopback (the embedded default: every site on this machine) use none of the
+    # declared addresses, so there is nothing to check
+    local = os.environ.get("COC_LISTEN_HOST", "127.0.0.1").startswith("127.")
+    present = None if local else present_addresses()
     interfaces = [{"network": net, "name": name, "address": address,
                    "present": None if present is None or address is None
                    else address in present}
