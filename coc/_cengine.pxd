@@ -64,6 +64,7 @@ cdef extern from "coc/coc.h" nogil:
     int coc_engine_set_route_class(coc_engine *e, uint32_t dest, int size_class,
                                    const uint32_t *hops, const uint32_t *weights, size_t n)
     int coc_engine_connect(coc_engine *e, uint32_t hop)
+    int coc_engine_peer_connected(coc_engine *e, uint32_t id)
     int coc_engine_set_peer_delay(coc_engine *e, uint32_t id, uint64_t delay_ns)
     int coc_engine_fd(coc_engine *e)
     int coc_engine_drain_fd(coc_engine *e)

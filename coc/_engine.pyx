@@ -15,6 +15,7 @@ from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_WRI
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
+from libc.errno cimport EACCES, EADDRINUSE
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport getpid
 
@@ -427,6 +428,11 @@ cdef class Engine:
         cfg.handshake_timeout_ms, cfg.spin_ns = handshake_timeout_ms, spin_ns
         with nogil:
             rc = c.coc_engine_open(&cfg, &e)
+        if rc in (-EADDRINUSE, -EACCES) and (port_min or port_max):
+            check(rc, f"open engine for endpoint {self_id}: no free port in the port range "
+                      f"{port_min}-{port_max} on {listen_host} (every port in it is in use "
+                      f"or refused; widen the range: topology port_range, coc-run "
+                      f"--port-range)")
         check(rc, f"open engine for endpoint {self_id}")
         self._e = e
         self._pid = getpid()
@@ -511,6 +517,13 @@ cdef class Engine:
         to its gateways at start lets them report the loss to everyone they route for.
         """
         check(c.coc_engine_connect(self._handle(), hop), f"connect to {hop}")
+
+    def connected(self, id):
+        """Return True when an authenticated connection to endpoint ``id`` is open.
+
+        Either end may have made it: an endpoint that accepted a connection sends back on it.
+        """
+        return check(c.coc_engine_peer_connected(self._handle(), id), f"peer {id}") == 1
 
     def set_peer_delay(self, id, seconds):
         """Delay every frame sent to peer ``id`` by ``seconds`` (0 turns it off)."""

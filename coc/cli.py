@@ -15,7 +15,7 @@ from coc.errors import CocError
 __all__ = ["main"]
 
 # Sub-command modules, in the order ``coc --help`` lists them.
-_COMMAND_MODULES = ("coc.topology.cli", "coc.testbed.cli", "coc.bench.cli")
+_COMMAND_MODULES = ("coc.topology.cli", "coc.testbed.cli", "coc.bench.cli", "coc.doctor.cli")
 
 
 def _version(args):

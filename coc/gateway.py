@@ -115,6 +115,43 @@ def apply_update(eng, peers, routes, connect=()):
         eng.connect(hop)
 
 
+#: Seconds a dialed link has to be up (connected and authenticated) before it counts as blocked.
+DIAL_TIMEOUT = 10.0
+
+
+def dial(eng, hops, peers, timeout=DIAL_TIMEOUT):
+    """Connect to each next hop of ``hops`` now and wait until every link is up.
+
+    For a site that accepts no inbound connections (``outbound_only``): its gateway makes
+    the link, and the peer sends back on it. The wait is bounded by ``timeout`` seconds.
+
+    Raises
+    ------
+    ConnectionError
+        Naming the endpoint, its address and what the engine saw (refused, no answer).
+    """
+    deadline = time.monotonic() + timeout
+    where = {hop: next((a for a in peers.get(hop, "").split() if a.startswith("tcp://")),
+                       peers.get(hop) or "(address unknown)") for hop in hops}
+    for hop in hops:
+        eng.connect(hop)
+    waiting = list(hops)
+    while waiting:
+        for line in eng.take_log():
+            log.warning("%s", line)
+            failed = next((hop for hop in waiting if line.startswith(f"endpoint {hop} ")
+                           and "failed" in line), None)
+            if failed is not None:
+                raise ConnectionError(f"cannot connect to endpoint {failed} at "
+                                      f"{where[failed]}: {line}")
+        waiting = [hop for hop in waiting if not eng.connected(hop)]
+        if waiting and time.monotonic() >= deadline:
+            raise ConnectionError(f"cannot connect to endpoint {waiting[0]} at "
+                                  f"{where[waiting[0]]}: no answer within {timeout:g} s")
+        if waiting:
+            time.sleep(0.005)
+
+
 def _parse_connect(doc):
     """Return the ``connect`` list of a config or update: next hops to connect to now."""
     hops = doc.get("connect", [])
@@ -144,11 +181,15 @@ def _handle_line(eng, line):
         if isinstance(doc, dict) and set(doc) == {"status"}:
             _reply({"status": eng.stats()})
             return
-        if not isinstance(doc, dict) or set(doc) - {"peers", "routes", "connect"}:
-            raise ValueError("an update is an object with 'peers', 'routes' and/or 'connect'")
+        if not isinstance(doc, dict) or set(doc) - {"peers", "routes", "connect", "dial",
+                                                    "dial_timeout"}:
+            raise ValueError("an update is an object with 'peers', 'routes', 'connect' "
+                             "and/or 'dial'")
         peers = {k: str(v) for k, v in _int_keys(doc.get("peers", {}), "peers").items()}
         apply_update(eng, peers, parse_routes(doc.get("routes", {}), "gateway update"),
                      _parse_connect(doc))
+        dial(eng, _parse_connect({"connect": doc.get("dial", [])}), peers,
+             float(doc.get("dial_timeout", DIAL_TIMEOUT)))
     except (ValueError, TypeError, OSError, CocError) as exc:
         log.error("bad update: %s", exc)
         _reply({"error": str(exc)})

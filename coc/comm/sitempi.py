@@ -219,11 +219,13 @@ class SiteMPI:
 def bootstrap():
     """Build the job from a plain ``mpiexec`` start; return ``(engine, me)`` like coc-run's."""
     from coc._native import engine as native
+    from coc.ports import environ_port_range
     MPI = hook.real_mpi()
     w = MPI.COMM_WORLD
     secret = w.bcast(secrets.token_bytes(32) if w.rank == 0 else None, root=0)
     eng = native.Engine(w.rank, secret, listen_host=os.environ.get("COC_LISTEN_HOST",
-                                                                   "127.0.0.1"))
+                                                                   "127.0.0.1"),
+                        port_range=environ_port_range(os.environ))
     addresses = w.allgather(eng.address)
     where = w.allgather((os.environ.get("COC_SITE", "local"),
                          os.environ.get("COC_HOST", socket.gethostname())))

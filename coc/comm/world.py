@@ -120,12 +120,14 @@ def _open_under_coc_run():
     """Open the engine with coc-run's credentials and do the rendezvous; return (engine, me)."""
     from coc._native import engine as native
     from coc import rendezvous
+    from coc.ports import environ_port_range
     me = rendezvous.credentials()
     if me["self_id"] != me["rank"]:
         raise LaunchError(f"endpoint id {me['self_id']} differs from rank {me['rank']}",
                           rank=me["rank"])
     eng = native.Engine(me["self_id"], me["secret"],
                         listen_host=os.environ.get("COC_LISTEN_HOST", "127.0.0.1"),
+                        port_range=environ_port_range(os.environ),
                         spin_ns=int(os.environ.get("COC_SPIN_NS", "0")))
     try:
         info = rendezvous.rendezvous(eng.address)

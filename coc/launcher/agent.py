@@ -107,6 +107,7 @@ class Agent:
         self.children = []
         self.launchers = []       # processes that start ranks for the agent (a site's mpiexec)
         self.host_agents = []     # agents on the site's other hosts (coc.launcher.hostagent)
+        self.held_ranks = []      # ranks waiting for "launch" (cross-site links being made)
         self.rank_sockets = {}
         self.grace = 1.0
         self.stopping = None      # the teardown task, once started
@@ -158,6 +159,10 @@ class Agent:
             await self.start_job(message)
         elif kind == "gateways":
             self.update_gateways(message["updates"])
+        elif kind == "launch":
+            ranks, self.held_ranks = self.held_ranks, []
+            if not self.stop_requested.is_set():
+                await self.start_ranks(ranks)
         elif kind == "rendezvous":
             await self.answer_rendezvous(message["answers"])
         elif kind == "stdin":
@@ -181,7 +186,13 @@ class Agent:
         for gateway in job.get("gateways", ()):
             await self.start_child("gateway", gateway["endpoint"], gateway["argv"],
                                    gateway.get("env", {}), config=gateway.get("config"))
-        ranks = job.get("ranks", ())
+        if job.get("hold_ranks"):          # until coc-run's "launch": the links are up
+            self.held_ranks = list(job.get("ranks", ()))
+            return
+        await self.start_ranks(job.get("ranks", ()))
+
+    async def start_ranks(self, ranks):
+        """Start this site's ranks (through the site's own MPI when it launched the agent)."""
         if ranks and os.environ.get(MPIEXEC):    # the site's own MPI starts the ranks
             from coc.launcher.spawners import mpiexec
             await mpiexec.start_ranks(self, ranks, os.environ[MPIEXEC])

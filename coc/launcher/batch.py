@@ -33,6 +33,7 @@ from coc.launcher.environment import scheduler_allocation
 from coc.launcher.profiles import data_dir
 from coc.launcher.spawners.ssh import ssh_command
 from coc.pycommand import python_argv
+from coc.ports import listen_socket
 
 __all__ = ["SCHEDULERS", "PLACEHOLDERS", "ScriptTemplate", "batch_sites", "script_values",
            "render_script", "format_scripts", "BatchSpawner", "use_batch", "RELAY_MODULE"]
@@ -318,7 +319,17 @@ def use_batch(plan):
             "type": "batch", "site": site, "template": text, "values": values,
             "name": values["job_name"], "submit": _submit_command(site, settings),
             "cancel": list(scheduler.cancel), "job_id": scheduler.job_id,
-            "stdin": scheduler.script_on_stdin, "callback": settings.get("callback")}))
+            "stdin": scheduler.script_on_stdin, "callback": settings.get("callback"),
+            "port_range": _relay_ports(plan, site)}))
+
+
+def _relay_ports(plan, site):
+    """Return the port range the relay on ``site``'s login node listens in, or None (any)."""
+    login = _login_host(plan.settings[site], plan.topology)
+    if login is not None and login in plan.topology:
+        return plan.port_range(login)
+    given = plan.port_overrides.get(site) or plan.settings[site].get("port_range")
+    return None if given is None else tuple(given)
 
 
 # -- on the login node: the relay ----------------------------------------------------------------
@@ -386,7 +397,8 @@ async def relay():
             return
         connected.set_result((reader, writer))
 
-    server = await asyncio.start_server(on_connect, host="0.0.0.0", port=0)
+    server = await asyncio.start_server(on_connect, sock=listen_socket(
+        "0.0.0.0", order.get("port_range")))
     port = server.sockets[0].getsockname()[1]
     host = order.get("callback") or socket.getfqdn()
     workdir = Path(os.path.expandvars(order["values"].get("workdir", ".")))

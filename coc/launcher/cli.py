@@ -23,6 +23,7 @@ from coc.launcher.watchdog import DEFAULT_SECONDS
 from coc.launcher.plan import format_plan, make_plan
 from coc.mpi4py import hook
 from coc.topology.hostlist import compress
+from coc.ports import parse_port_range
 from coc.pycommand import python_argv
 
 __all__ = ["main", "build_parser", "split_command", "rank_command"]
@@ -66,6 +67,10 @@ _OPTIONS: list[tuple[tuple[str, ...], dict]] = [
     (("--delay",), dict(action="append", default=[], metavar="NETWORK=TIME",
                         help="emulate TIME of latency on NETWORK instead of its declared one "
                              "(engine delays; repeatable; e.g. wan=10ms, wan=0)")),
+    (("--port-range",), dict(action="append", default=[], metavar="[SITE=]LOW-HIGH",
+                             help="listening sockets on SITE (every site without SITE=) bind "
+                                  "to a port in LOW-HIGH, over the topology's port_range "
+                                  "(repeatable)")),
     (("--batch",), dict(action="store_true",
                         help="submit one batch job per site from launcher/ templates, wait "
                              "until all run, then run the job in them")),
@@ -208,6 +213,24 @@ def _exports(args):
     return exports
 
 
+def parse_port_ranges(items):
+    """Return ``{site or None: (low, high)}`` from ``--port-range [SITE=]LOW-HIGH`` values.
+
+    Examples
+    --------
+    >>> parse_port_ranges(["41000-41100", "b=50000-50010"])
+    {None: (41000, 41100), 'b': (50000, 50010)}
+    """
+    ranges = {}
+    for item in items:
+        site, equals, text = item.rpartition("=")
+        try:
+            ranges[site if equals else None] = parse_port_range(text)
+        except CocError as exc:
+            raise LaunchError(f"--port-range {item}: {exc.message}") from None
+    return ranges
+
+
 def plan_job(args, command):
     """Return the :class:`~coc.launcher.plan.Plan` for parsed options and a program."""
     if not command or command == ["-m"]:
@@ -240,7 +263,8 @@ def plan_job(args, command):
                      hosts_from=hosts_from, oversubscribe=args.oversubscribe,
                      spawners=dict(_pairs(args.spawner, "--spawner")),
                      exports=_exports(args), settings=merge_settings(*layers),
-                     delays=parse_delays(args.delay), testbed=bool(args.testbed))
+                     delays=parse_delays(args.delay), testbed=bool(args.testbed),
+                     port_ranges=parse_port_ranges(args.port_range))
     plan.warnings = list(dict.fromkeys(str(w.message) for w in caught
                                        if issubclass(w.category, TopologyWarning)))
     return plan

@@ -103,6 +103,8 @@ class Job:
         self.running |= {("gateway", g.endpoint) for g in plan.gateways}
         self.addresses = {}
         self.ready = set()            # gateway daemons that have their peers
+        self.linking = set()          # gateway daemons making their cross-site links
+        self.launched = not plan.dials  # ranks started (held until the links are up)
         self.stdin_ack = queue.SimpleQueue()   # True: rank 0 took a chunk of stdin
         self.outcome = None           # (exit status, message) of what ended the job
         self.stopping = False
@@ -164,18 +166,24 @@ class Job:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self.interrupt, signum)
+        begun = loop.time()
         try:
             try:
-                await self.start()
+                await asyncio.wait_for(self.start(), timeout)
+            except asyncio.TimeoutError:     # a site never came (a batch job still queued)
+                self.fail(124, f"coc-run: timeout after {timeout:g} s before every site had "
+                               "started (is a batch job still queued?), job stopped")
+                return self._end()
             except CocError:
                 self.stop()
                 await self._wait_agents()
                 raise
-            if self.plan.placements:
+            if self.plan.placements and self.launched:
                 self._forward_stdin(loop)
             watching = asyncio.ensure_future(self.watchdog.run()) if self.watchdog else None
+            left = None if timeout is None else max(0.0, timeout - (loop.time() - begun))
             try:
-                await asyncio.wait_for(asyncio.shield(self.ended.wait()), timeout)
+                await asyncio.wait_for(asyncio.shield(self.ended.wait()), left)
             except asyncio.TimeoutError:
                 self.fail(124, f"coc-run: timeout after {timeout:g} s, job stopped")
                 await self.ended.wait()
@@ -187,6 +195,10 @@ class Job:
                 loop.remove_signal_handler(signum)
             await self._wait_agents()
             self.sink.close()
+        return self._end()
+
+    def _end(self):
+        """Print why the job ended (if it failed) and return coc-run's exit status."""
         status, message = self.outcome or (0, None)
         if message:
             print(message, file=sys.stderr, flush=True)
@@ -301,8 +313,18 @@ class Job:
             self.exited(source, message["code"], message["signal"], message.get("log", ()))
         elif kind == "address":
             self.addresses[source] = message["address"]
-            if len(self.addresses) == len(self.plan.placements) + len(self.plan.gateways):
+            if not self.launched and not self.linking and len(self.addresses) == len(
+                    self.plan.gateways):
+                self.link_gateways()
+            elif len(self.addresses) == len(self.plan.placements) + len(self.plan.gateways):
                 self.update_gateways()
+        elif kind == "ready" and source in self.linking:
+            self.linking.discard(source)
+            if not self.linking:
+                self.launched = True
+                self.broadcast({"type": "launch"})
+                if self.plan.placements and not self.stopping:   # stdin follows the ranks
+                    self._forward_stdin(asyncio.get_running_loop())
         elif kind == "ready":
             self.ready.add(source)
             if len(self.ready) == len(self.plan.gateways):
@@ -310,6 +332,8 @@ class Job:
         elif kind == "error":
             where = f" {source[0]} {source[1]}" if source else ""
             text = f"coc-run: site {agent.site}{where}: {message['message']}"
+            if source in self.linking:
+                text = self._link_failure(source, message["message"])
             if message.get("fatal"):
                 self.fail(1, text)
             else:
@@ -352,6 +376,38 @@ class Job:
 
     def _peers(self):
         return {self.plan.endpoint(source): address for source, address in self.addresses.items()}
+
+    def link_gateways(self):
+        """Have gateway daemons make their cross-site links before any rank starts.
+
+        Each dialing daemon (:attr:`~coc.launcher.plan.Plan.dials`) gets its peers' addresses,
+        connects and answers once every link is up; then ``launch`` starts the ranks. A link
+        that cannot be made ends the job here, naming it (never a hang: the daemon's wait
+        is bounded).
+        """
+        peers = self._peers()
+        self.linking = {("gateway", g) for g in self.plan.dials}
+        for site, agent in self.agents.items():
+            updates = {g: {"peers": {p: address for p, address
+                                     in self.plan.peers_for(g, peers).items()
+                                     if p in self.plan.dials[g]},
+                           "dial": self.plan.dials[g]}
+                       for g in self.plan.dials if self.plan.site_of_endpoint(g) == site}
+            if updates:
+                agent.send({"type": "gateways", "updates": updates})
+
+    def _link_failure(self, source, said):
+        """Return coc-run's message for a gateway daemon that could not make a link."""
+        dialer = source[1]
+        peers = self.plan.dials[dialer]
+        named = next((p for p in peers if f"endpoint {p} " in said), peers[0])
+        link = self.plan.describe_link(dialer, named)
+        fix = f"open the port range on {self.plan.host_of(named)} to {self.plan.host_of(dialer)}"
+        if not self.plan.outbound_only(dialer):
+            fix += (f", or mark site {self.plan.site_of_endpoint(named)} outbound_only in the "
+                    "topology (its gateway then dials out)")
+        return (f"coc-run: the link {link} cannot be made, no rank was started: {said}\n"
+                f"coc-run: {fix}")
 
     def update_gateways(self):
         """Give every gateway daemon its peers; ranks are answered once all are ready."""

@@ -6,8 +6,8 @@ host, a command that starts an agent there with its stdio connected (``ssh HOST`
 ``pbsdsh -h HOST``, ``srun -w HOST``): the site agent starts one *host agent* per host, hands
 it that host's part of the job and relays: everything a host agent says goes up to
 ``coc-run`` unchanged (but its ``hello`` and ``done``), and what ``coc-run`` says goes down
-(``gateways``, ``rendezvous``, ``stop``, ``kill``, ``status``, ``exited`` to every host agent;
-``stdin`` to rank 0's).
+(``gateways``, ``launch``, ``rendezvous``, ``stop``, ``kill``, ``status``, ``exited`` to every
+host agent; ``stdin`` to rank 0's).
 A host agent that ends before its ``done`` is a fatal error naming the host.
 """
 
@@ -117,7 +117,7 @@ def forward(site_agent, message):
         if holder is not None:
             holder.send(message)
         return holder is not None
-    if kind in ("gateways", "rendezvous", "stop", "kill", "status", "exited"):
+    if kind in ("gateways", "launch", "rendezvous", "stop", "kill", "status", "exited"):
         for helper in site_agent.host_agents:
             helper.send(message)
     return False

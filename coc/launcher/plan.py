@@ -18,6 +18,8 @@ from coc.launcher.environment import rank_environment
 from coc.launcher.spawners import spawner_for
 from coc.pycommand import python_argv
 from coc.topology.routing import Direct
+from coc.ports import PORT_RANGE_VARIABLE, format_port_range
+from coc.topology.ports import host_port_range
 from coc.topology.tables import LARGE_MESSAGE
 from coc.topology.units import format_size, format_time
 
@@ -60,6 +62,7 @@ class Plan:
     tables: object = None                  # coc.topology.route_tables of the topology
     settings: dict = field(default_factory=dict)  # {site: site settings} (profiles, login)
     emulation: object = None               # coc.launcher.latency.Emulation, or None
+    port_overrides: dict = field(default_factory=dict)  # {site: (low, high)}: --port-range
 
     @property
     def size(self):
@@ -188,12 +191,25 @@ class Plan:
         """Make ``site`` start through ``spawner`` (``--batch`` wraps the site's own)."""
         self._spawners_made[site] = (self.spawners[site], spawner)
 
+    def port_range(self, host):
+        """Return the ``(low, high)`` ports engines on ``host`` listen in, or None (any).
+
+        ``--port-range`` for the host's site wins over the topology's ranges
+        (:func:`coc.topology.ports.host_port_range`).
+        """
+        site = self.topology.nodes[host]["site"]
+        return host_port_range(self.topology, host, self.port_overrides.get(site))
+
     def rank_env(self, rank):
         """Return the variables rank ``rank`` gets on top of its site's environment."""
         p = self.placements[rank]
-        return {**self.exports, **rank_environment(p, self.size, self.job_id,
-                                                   self.topology.graph.get("file")),
-                LISTEN_HOST: self.spawner(p.site).listen_host(p.host)}
+        env = {**self.exports, **rank_environment(p, self.size, self.job_id,
+                                                  self.topology.graph.get("file")),
+               LISTEN_HOST: self.spawner(p.site).listen_host(p.host)}
+        ports = self.port_range(p.host)
+        if ports:
+            env[PORT_RANGE_VARIABLE] = format_port_range(ports)
+        return env
 
     def peers_for(self, endpoint, peers):
         """Return ``peers`` as ``endpoint`` must dial them: without itself, wildcards resolved.
@@ -201,17 +217,92 @@ class Plan:
         An engine listening on every interface (``0.0.0.0``) is reached at its host's address
         on the network the route uses for the hop (:meth:`hop_networks`), never simply the
         first network two hosts share. Peers ``endpoint`` never dials keep their address.
+        Endpoints of other sites that accept no inbound connections are left out: they make
+        the link themselves (:attr:`dials`).
         """
         networks = self.hop_networks(endpoint)
+        site = self.site_of_endpoint(endpoint)
         resolved = {}
         for ident, address in peers.items():
-            if ident == endpoint:
-                continue
+            if ident == endpoint or (self.outbound_only(ident)
+                                     and self.site_of_endpoint(ident) != site):
+                continue            # it accepts nothing from here: it dials in (dials)
             if _WILDCARD in address and ident in networks:
                 where = self.address(self._endpoint_hosts[ident], networks[ident])
                 address = address.replace(_WILDCARD, f"tcp://{where}:")
             resolved[ident] = address
         return resolved
+
+    def site_of_endpoint(self, endpoint):
+        """Return the site endpoint ``endpoint`` (a rank or gateway daemon) runs on."""
+        return self.topology.nodes[self._endpoint_hosts[endpoint]]["site"]
+
+    def host_of(self, endpoint):
+        """Return the host endpoint ``endpoint`` runs on."""
+        return self._endpoint_hosts[endpoint]
+
+    def outbound_only(self, endpoint):
+        """Return True when ``endpoint``'s host accepts no inbound connections from outside.
+
+        The topology's ``outbound_only`` on the host (a gateway) or on its site.
+        """
+        host = self._endpoint_hosts[endpoint]
+        site = self.topology.nodes[host]["site"]
+        return bool(self.topology.nodes[host].get("outbound_only")
+                    or (self.settings.get(site) or {}).get("outbound_only"))
+
+    def describe_link(self, dialer, peer):
+        """Return ``"a-gw -> b-gw over network wan (tcp port range 41000-41100 on b-gw)"``."""
+        host, other = self._endpoint_hosts[dialer], self._endpoint_hosts[peer]
+        net = self.hop_networks(dialer).get(peer)
+        ports = self.port_range(other)
+        return (f"{host} -> {other}" + (f" over network {net}" if net else "")
+                + (f" (port range {format_port_range(ports)} on {other})" if ports else ""))
+
+    @cached_property
+    def dials(self):
+        """Return ``{gateway endpoint: [peer endpoints]}``: the links made before ranks start.
+
+        Every next hop across a site boundary is a link. Between two gateway daemons the
+        link is made (and checked) before any rank starts: dialed by the end whose peer
+        accepts inbound connections — the outbound-only end when there is one, else the
+        lower endpoint id — so a blocked link stops the job before it begins.
+
+        Raises
+        ------
+        LaunchError
+            When no direction can work: both ends outbound-only, or an outbound-only end
+            that is a rank (only gateway daemons dial out before the job starts), naming
+            the link.
+        """
+        daemons = set(self._daemon_on.values())
+        scanned = list(daemons)
+        if any(self.outbound_only(e) for e in self._endpoint_hosts):
+            scanned += range(self.size)     # a rank's direct link to such a site is an error
+        links = {}
+        for endpoint in scanned:
+            for peer in self.hop_networks(endpoint):
+                if self.site_of_endpoint(peer) != self.site_of_endpoint(endpoint):
+                    links.setdefault(tuple(sorted((endpoint, peer))), None)
+        dials = {}
+        for a, b in links:
+            out_a, out_b = self.outbound_only(a), self.outbound_only(b)
+            if out_a and out_b:
+                raise LaunchError(
+                    f"no direction works for the link {self.describe_link(a, b)}: site "
+                    f"{self.site_of_endpoint(a)} and site {self.site_of_endpoint(b)} are both "
+                    "outbound_only (accept no inbound connections); let one of them accept "
+                    "connections on its gateway (and open its port range)")
+            if (out_a or out_b) and not {a, b} <= daemons:
+                raise LaunchError(
+                    f"the link {self.describe_link(a, b)} joins an outbound_only site to a "
+                    "rank of another site directly; only gateway daemons can dial out, so "
+                    "route the sites through gateways (or drop outbound_only)")
+            if not {a, b} <= daemons:
+                continue
+            dialer, peer = (b, a) if out_b else (a, b)
+            dials.setdefault(dialer, []).append(peer)
+        return dials
 
     def agent_job(self, site, secret, grace):
         """Return the ``job`` message for ``site``'s agent."""
@@ -228,6 +319,7 @@ class Plan:
 
         return {
             "type": "job", "job_id": self.job_id, "site": site, "grace": grace, "hosts": hosts,
+            "hold_ranks": bool(self.dials),
             "ranks": [{"rank": p.rank, "host": p.host, "argv": on(p.host, command),
                        "env": self.rank_env(p.rank), "stdin": p.rank == 0,
                        "welcome": {"rank": p.rank, "size": self.size, "self_id": p.rank,
@@ -237,7 +329,8 @@ class Plan:
                           "argv": on(g.host, python_argv(GATEWAY_MODULE, python=spawner.python)),
                           "config": {"self_id": g.endpoint, "secret": secret.hex(),
                                      "listen_host": spawner.listen_host(g.host),
-                                     "port_range": [0, 0],
+                                     "port_range": list(self.port_range(g.host)
+                                                        or (0, 0)),
                                      "routes": self.route_table(g.endpoint),
                                      "delays": {str(k): v for k, v in
                                                 self.delays(g.endpoint).items()}}}
@@ -258,7 +351,8 @@ class Plan:
 
 def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="topology",
               oversubscribe=False, spawners=None, exports=None, job_id=None,
-              start_gateways=True, settings=None, delays=None, testbed=False):
+              start_gateways=True, settings=None, delays=None, testbed=False,
+              port_ranges=None):
     """Return the :class:`Plan` for running ``command`` on topology ``G``.
 
     Parameters
@@ -287,6 +381,8 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
         emulate them (:mod:`coc.launcher.latency`).
     testbed : bool, optional
         The job runs under ``--testbed``: declared WAN-class latencies are emulated.
+    port_ranges : dict, optional
+        ``--port-range`` overrides ``{site: (low, high)}`` (``None`` as key: every site).
     """
     G = latency.override(G, delays or {})
     available = placing.available_slots(G, limits)
@@ -305,6 +401,7 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
                 daemons, {}, dict(exports or {}), hosts_from, tables=tables)
     if delays or testbed:
         plan.emulation = latency.Emulation(G, delays or {}, testbed)
+    plan.port_overrides = _port_overrides(G, port_ranges or {})
     site_attrs = G.graph.get("sites", {})
     for site in plan.sites:
         given = {k: v for k, v in (site_attrs.get(site) or {}).items() if v is not None}
@@ -313,7 +410,20 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
                      or "local" for site in plan.sites}
     for site in plan.sites:
         plan.spawner(site)               # an unknown or unavailable spawner fails here
+    plan.dials  # noqa: B018 - computing them fails here for a link no direction can make
     return plan
+
+
+def _port_overrides(G, port_ranges):
+    """Return ``{site: (low, high)}`` from ``--port-range`` values (key None: every site)."""
+    known = topology.sites(G)
+    for site in port_ranges:
+        if site is not None and site not in known:
+            raise LaunchError(f"--port-range: unknown site (topology has: {', '.join(known)})",
+                              site=site)
+    every = port_ranges.get(None)
+    return {site: port_ranges.get(site, every) for site in known
+            if port_ranges.get(site, every) is not None}
 
 
 def format_plan(plan):

@@ -4,7 +4,7 @@ import os
 import signal
 import time
 
-from coc.testbed import names, netns, plan as planning, shaping, state
+from coc.testbed import firewall, names, netns, plan as planning, shaping, state
 from coc.errors import TestbedError
 
 __all__ = ["build", "destroy", "SYSCTLS"]
@@ -53,6 +53,9 @@ def _create(plan):
     for ns, lines in planning.shaping_commands(plan, offered).items():
         netns.batch("tc", ns, lines, what="shaping links")
     _check_isolation(plan)
+    for host, h in plan["hosts"].items():
+        if h.get("outside"):
+            firewall.block_inbound(h["namespace"], h["outside"])
     return offered
 
 

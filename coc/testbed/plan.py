@@ -131,8 +131,14 @@ def _host_plan(G, name, host, subnets, addresses):
                 seen.add(str(subnets[other][0]))
                 routes.append({"subnet": str(subnets[other][0]), "dev": i["dev"]})
     attrs = G.nodes[host]
+    site = (G.graph.get("sites", {}).get(attrs.get("site")) or {})
+    outside = []          # an outbound_only host's interfaces on networks of other sites
+    if attrs.get("outbound_only") or site.get("outbound_only"):
+        outside = [i["dev"] for i in interfaces
+                   if G.nodes[i["network"]].get("site") != attrs.get("site")]
     return {
         "namespace": names.host_namespace(name, host),
+        **({"outside": outside} if outside else {}),
         "site": attrs.get("site"),
         "role": attrs.get("role", "compute"),
         "interfaces": interfaces,

@@ -9,7 +9,7 @@ from typing import Any
 
 import networkx as nx
 
-from coc.testbed import build, netns, shaping, state
+from coc.testbed import build, firewall, netns, shaping, state
 from coc.errors import TestbedError
 from coc.testbed.scale import scale as scale_topology
 
@@ -127,6 +127,22 @@ class Testbed:
             raise TestbedError(f"hosts {a!r} and {b!r} share no network: their traffic goes "
                                "through gateways, so delay each hop separately")
         return best
+
+    def block_inbound(self, host: str, networks: list[str] | None = None,
+                      ports: tuple[int, int] | None = None) -> None:
+        """Make ``host`` refuse connections from outside on ``networks`` (all by default).
+
+        A real nftables rule in the host's namespace drops connection attempts arriving on
+        those interfaces (limited to ``ports``, ``(low, high)``, when given); connections the
+        host makes itself still work. :meth:`unblock` removes the rules.
+        """
+        devs = [i["dev"] for i in self._host(host)["interfaces"]
+                if networks is None or i["network"] in networks]
+        firewall.block_inbound(self.namespace(host), devs, ports)
+
+    def unblock(self, host: str) -> None:
+        """Remove the rules :meth:`block_inbound` (or ``outbound_only``) put on ``host``."""
+        firewall.clear(self.namespace(host))
 
     def missing(self) -> list[str]:
         """Return the testbed's namespaces that no longer exist (empty when it is intact)."""

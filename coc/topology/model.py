@@ -15,6 +15,7 @@ import networkx as nx
 from coc.errors import TopologyError
 from coc.topology.hostlist import HostlistError, expand, natural_key
 from coc.topology.limits import exceeded, excerpt, limits, shorten
+from coc.ports import format_port_range, parse_port_range
 from coc.topology.units import format_bandwidth, format_time, parse_bandwidth, parse_time
 from coc.topology.yamlfile import decode, line_of, read_yaml
 
@@ -33,9 +34,10 @@ _ROLE_ALIASES = {"login": "frontend"}
 _KEYS = {
     "top level": ("name", "description", "defaults", "networks", "sites", "links"),
     "defaults": ("forward_cost",),
-    "network": ("technology", "latency", "bandwidth", "scope", "subnet"),
-    "site": ("spawner", "login", "hosts"),
-    "host": ("name", "slots", "role", "dedicated", "hostname", "forward_cost", "interfaces"),
+    "network": ("technology", "latency", "bandwidth", "scope", "subnet", "port_range"),
+    "site": ("spawner", "login", "hosts", "port_range", "outbound_only"),
+    "host": ("name", "slots", "role", "dedicated", "hostname", "forward_cost", "interfaces",
+             "outbound_only"),
     "interface": ("network", "name", "address"),
     "link": ("between", "latency", "bandwidth"),
 }
@@ -175,6 +177,25 @@ def _reference(value):
     return value
 
 
+def _port_range(data, where, file):
+    """Return ``data['port_range']`` as ``(low, high)``, or None when not given."""
+    if data.get("port_range") is None:
+        return None
+    try:
+        return parse_port_range(data["port_range"])
+    except TopologyError as exc:
+        raise _error(f"{where}: {exc.message}", data, "port_range", file=file) from None
+
+
+def _flag(data, key, where, file):
+    """Return ``data[key]`` (true or false; None when not given), naming the place on error."""
+    value = data.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise _error(f"{where}: {key} must be true or false, not {excerpt(value)}", data, key,
+                     file=file)
+    return value
+
+
 def _address(text, data, key, where, file):
     """Return ``text`` as an ip address, or raise naming the place."""
     try:
@@ -208,7 +229,7 @@ def _add_networks(G, data, file):
                    latency=_quantity(parse_time, net, "latency", where, file),
                    bandwidth=_quantity(parse_bandwidth, net, "bandwidth", where, file),
                    scope=net.get("scope", "private"), subnet=subnet, site=None,
-                   line=line_of(networks_data, name))
+                   port_range=_port_range(net, where, file), line=line_of(networks_data, name))
 
 
 def _interfaces(G, entry, names, where, file):
@@ -253,6 +274,10 @@ def _add_hosts(G, data, default_forward_cost, file):
         G.graph["site_lines"][str(site)] = line_of(sites_data, site)
         site = str(site)
         G.graph["sites"][site] = {key: site_data.get(key) for key in ("spawner", "login")}
+        G.graph["sites"][site]["port_range"] = _port_range(site_data, f"site {excerpt(site)}",
+                                                           file)
+        G.graph["sites"][site]["outbound_only"] = _flag(site_data, "outbound_only",
+                                                        f"site {excerpt(site)}", file)
         entries = site_data.get("hosts")
         if not isinstance(entries, list) or not entries:
             raise _error(f"site {excerpt(site)}: 'hosts' must be a non-empty list", site_data,
@@ -299,7 +324,8 @@ def _add_host_entry(G, site, entry, default_forward_cost, file):
                          f"{other['line']})", entry, "name", file=file, name=name)
         G.add_node(name, kind="host", site=site, slots=entry.get("slots", 1), role=role,
                    dedicated=entry.get("dedicated", False), hostname=str(hostname),
-                   forward_cost=forward_cost, line=line)
+                   forward_cost=forward_cost, line=line,
+                   outbound_only=_flag(entry, "outbound_only", where, file) or False)
         for network, ifname, address in interfaces:
             G.add_edge(name, network, kind="interface", name=ifname,
                        address=None if address is None else str(address + i))
@@ -579,6 +605,8 @@ def _format_network(attrs):
            "bandwidth": format_bandwidth(attrs["bandwidth"], 15), "scope": attrs["scope"]}
     if attrs["subnet"] is not None:
         out["subnet"] = attrs["subnet"]
+    if attrs.get("port_range"):
+        out["port_range"] = format_port_range(attrs["port_range"])
     return out
 
 
@@ -603,6 +631,8 @@ def to_dict(G: nx.Graph) -> dict[str, Any]:
     for site in sites(G):
         entry = dict(G.graph.get("sites", {}).get(site) or {})
         site_data = {k: v for k, v in entry.items() if v is not None}
+        if site_data.get("port_range"):
+            site_data["port_range"] = format_port_range(site_data["port_range"])
         site_data["hosts"] = []
         for h in hosts(G, site=site):
             a = G.nodes[h]
@@ -613,6 +643,8 @@ def to_dict(G: nx.Graph) -> dict[str, Any]:
                 host["hostname"] = a["hostname"]
             if a["forward_cost"] != G.graph["forward_cost"]:
                 host["forward_cost"] = format_time(a["forward_cost"], 15)
+            if a.get("outbound_only"):
+                host["outbound_only"] = True
             host["interfaces"] = [
                 {"network": net, "name": d["name"], **({"address": d["address"]}
                                                        if d["address"] else {})}

@@ -13,6 +13,7 @@ from coc.errors import TopologyError, TopologyWarning
 from coc.topology.hostlist import natural_key
 from coc.topology.limits import exceeded, excerpt, limits
 from coc.topology.model import ROLES, SCOPES, SPAWNERS, TECHNOLOGIES, hosts, sites
+from coc.topology.ports import host_port_range
 
 __all__ = ["validate", "network_components"]
 
@@ -113,6 +114,10 @@ def _check_hosts(G):
             raise _fail(G, f"{where}: forward_cost must be a time >= 0", h)
         if G.degree(h) == 0:
             raise _fail(G, f"{where}: no interface (a host needs at least one network)", h)
+        if a.get("outbound_only") and a["role"] != "gateway":
+            raise _fail(G, f"{where}: only a gateway can be outbound_only (role is "
+                           f"{excerpt(a['role'])}); mark its site outbound_only instead", h)
+        host_port_range(G, h)          # the ranges of its networks and site must overlap
 
 
 def _check_names(G):

@@ -613,6 +613,18 @@ int coc_engine_connect(coc_engine *e, uint32_t hop)
     return rc;
 }
 
+int coc_engine_peer_connected(coc_engine *e, uint32_t id)
+{
+    if (!e)
+        return COC_EINVAL;
+    pthread_mutex_lock(&e->lock);
+    coc__peer *p = coc__map_get(&e->peers, id);
+    coc__conn *c = p && p->conn_key ? coc__conn_get(e, p->conn_key) : NULL;
+    int open = c && c->authed && c->state == COC__CS_OPEN;
+    pthread_mutex_unlock(&e->lock);
+    return open;
+}
+
 int coc_engine_set_peer_delay(coc_engine *e, uint32_t id, uint64_t delay_ns)
 {
     if (!e)

@@ -64,7 +64,7 @@ KillWait=1
 MinJobAge=5
 {nodes}
 PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-"""
+{partitions}"""
 _NODE = "NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} CPUs={cpus} " \
         "State=UNKNOWN"
 
@@ -95,11 +95,13 @@ def _free_port():
 class SlurmCluster:
     """The daemons of a one-node Slurm cluster, their files, and the environment to reach it."""
 
-    def __init__(self, root, nodes=None):
+    def __init__(self, root, nodes=None, partitions=None):
         self.root = Path(root)
         self.host = socket.gethostname().split(".")[0]
         #: Slurm node names; the first is this machine's hostname.
         self.nodes = list(nodes or [self.host])
+        #: {partition: [node, ...]} besides the default partition ``debug`` of every node
+        self.partitions = dict(partitions or {})
         self.conf = self.root / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.processes = {}
@@ -114,7 +116,11 @@ class SlurmCluster:
         nodes = "\n".join(_NODE.format(name=node, host=self.host, port=_free_port(),
                                         cpus=NODE_CPUS) for node in self.nodes)
         self.conf.write_text(_CONF.format(host=self.host, root=self.root, nodes=nodes,
-                                          names=",".join(self.nodes), ctld_port=_free_port()))
+                                          names=",".join(self.nodes), ctld_port=_free_port(),
+                                          partitions="".join(
+                                              f"PartitionName={name} Nodes={','.join(nodes)} "
+                                              "MaxTime=INFINITE State=UP OverSubscribe=YES\n"
+                                              for name, nodes in self.partitions.items())))
 
     def _start(self, name, *args, label=None):
         label = label or name
@@ -142,7 +148,8 @@ class SlurmCluster:
     def _idle(self):
         result = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=self.env,
                                 capture_output=True, text=True, timeout=10)
-        return result.stdout.split() == ["idle"] * len(self.nodes)
+        states = result.stdout.split()    # a node once per partition it is in
+        return len(states) >= len(self.nodes) and set(states) == {"idle"}
 
     def _wait(self, ready, timeout, what):
         deadline = time.monotonic() + timeout
@@ -194,12 +201,13 @@ class SlurmCluster:
                 pass
 
 
-def start_cluster(root=None, nodes=None):
+def start_cluster(root=None, nodes=None, partitions=None):
     """Start and return a :class:`SlurmCluster` in ``root`` (default: a new temp dir).
 
-    ``nodes`` names its nodes (default: one, this machine's hostname).
+    ``nodes`` names its nodes (default: one, this machine's hostname); ``partitions``
+    (``{name: [node, ...]}``) adds partitions besides ``debug``, which has every node.
     """
-    cluster = SlurmCluster(root or tempfile.mkdtemp(prefix="coc-slurm-"), nodes)
+    cluster = SlurmCluster(root or tempfile.mkdtemp(prefix="coc-slurm-"), nodes, partitions)
     try:
         cluster.start()
     except BaseException:

@@ -55,7 +55,8 @@ def slurm(tmp_path_factory):
     reason = missing_reason()
     if reason:
         pytest.skip(reason)
-    cluster = start_cluster(tmp_path_factory.mktemp("slurm"), NODES)
+    cluster = start_cluster(tmp_path_factory.mktemp("slurm"), NODES,
+                            partitions={"site-a": NODES[:1], "site-b": NODES[1:]})
     yield cluster
     cluster.stop()
 
@@ -232,3 +233,66 @@ def test_a_site_over_two_allocated_nodes_gets_a_host_agent_step_on_the_second(mo
     argv = spawner.host_agent_argv("a2")
     assert Path(argv[0]).name == "srun" and "--nodelist=a2" in argv
     assert argv[-4:] == python_argv("coc.launcher.agent")
+
+
+BATCH_TOPOLOGY = """\
+name: two-batch-sites
+networks:
+  a-lan: {technology: ethernet, latency: 20us, bandwidth: 10Gbit/s}
+  b-lan: {technology: ethernet, latency: 20us, bandwidth: 10Gbit/s}
+  wan: {technology: wan, latency: 1ms, bandwidth: 1Gbit/s, scope: public}
+sites:
+  a:
+    hosts: [{name: a1, role: gateway, slots: 2, interfaces: [a-lan, wan]}]
+  b:
+    hosts: [{name: b1, role: gateway, slots: 2, interfaces: [b-lan, wan]}]
+"""
+
+
+def _batch_profile(tmp_path, b_batch=None):
+    """Write a profile: sites a and b submit to the partitions site-a and site-b."""
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    sites = {site: {"scheduler": "slurm", "workdir": str(work), "callback": "127.0.0.1",
+                    "batch": {"partition": f"site-{site}"}} for site in ("a", "b")}
+    sites["b"]["batch"].update(b_batch or {})
+    path = tmp_path / "profile.yaml"
+    path.write_text(json.dumps({"sites": sites}))             # JSON is YAML
+    (tmp_path / "two-batch-sites.yaml").write_text(BATCH_TOPOLOGY)
+    return path, work
+
+
+@pytest.mark.root
+def test_batch_runs_a_two_site_job_through_real_sbatch(slurm, tmp_path):
+    """One batch job per site, each in its site's partition, co-allocated, one coc job."""
+    profile, work = _batch_profile(tmp_path)
+    result = subprocess.run([*COC_RUN, "--batch", "--profile", str(profile), "--topology",
+                             str(tmp_path / "two-batch-sites.yaml"), "--site", "a=2",
+                             "--site", "b=2", program("batch_where.py")],
+                            env=slurm.env, capture_output=True, text=True, cwd=tmp_path,
+                            timeout=scaled(120), stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr + slurm.logs()
+    where = json.loads(result.stdout)
+    assert [w["site"] for w in where] == ["a", "a", "b", "b"]
+    assert [w["partition"] for w in where] == ["site-a", "site-a", "site-b", "site-b"]
+    assert [w["node"] for w in where] == [NODES[0]] * 2 + [NODES[1]] * 2
+    assert where[0]["job"] == where[1]["job"] != where[2]["job"] == where[3]["job"]
+    assert "submitted batch job" in result.stderr
+    assert sorted(p.name.split("-")[-1] for p in work.glob("coc-*.sh")) == ["a.sh", "b.sh"]
+
+
+@pytest.mark.root
+def test_batch_cancels_every_site_when_one_never_starts(slurm, tmp_path):
+    """Site b's job is held (--begin in an hour): coc-run's timeout cancels both jobs."""
+    profile, _ = _batch_profile(tmp_path, {"begin": "now+1hour"})
+    result = subprocess.run([*COC_RUN, "--batch", "--timeout", "20", "--profile",
+                             str(profile), "--topology", str(tmp_path / "two-batch-sites.yaml"),
+                             "--site", "a=1", "--site", "b=1", "true"],
+                            env=slurm.env, capture_output=True, text=True, cwd=tmp_path,
+                            timeout=scaled(120), stdin=subprocess.DEVNULL)
+    assert result.returncode != 0
+    assert "site b: batch job" in result.stderr and "cancelled before it started" in \
+        result.stderr, result.stderr
+    queue = subprocess.run(["squeue", "-h", "-o", "%j %T"], env=slurm.env,
+                           capture_output=True, text=True, timeout=scaled(10)).stdout
+    assert "coc-" not in queue or "RUNNING" not in queue, queue

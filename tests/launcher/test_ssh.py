@@ -315,3 +315,24 @@ def test_the_watchdog_hears_ranks_behind_a_host_agent(site, tmp_path):
     assert "[a/a1/0] rank 0: waits in receive from rank 1, tag 7" in result.stderr
     assert "[b/b1/1] rank 1: waits in receive from rank 0, tag 7" in result.stderr
     assert "[b/b-gw/gateway] gateway daemon: 0 bytes buffered" in result.stderr
+
+
+def test_site_mpi_runs_on_the_remote_site(site, tmp_path):
+    """Spawner mpiexec with a login: the agent and the site's mpiexec run on b-gw over ssh."""
+    from importlib.util import find_spec
+
+    from coc.launcher.spawners.mpiexec import find_mpiexec
+    if find_spec("mpi4py") is None or find_mpiexec() is None:
+        pytest.skip("needs MPICH's mpiexec and mpi4py (pip install mpich mpi4py)")
+    profile = _profile(site, tmp_path, spawner="mpiexec")
+    result = _coc_run_in(site, "a-gw", tmp_path, "--testbed", site["bed"].name, "--profile",
+                         profile, "--site", "a=1", "--site", "b=2",
+                         str(Path(__file__).parent / "programs" / "site_mpi.py"),
+                         timeout=scaled(60))
+    assert result.returncode == 0, result.stderr
+    reports = {r["rank"]: r for r in map(json.loads, result.stdout.splitlines())}
+    assert reports[0]["mpi"] == [None, None]                  # site a: local processes
+    assert [reports[r]["mpi"] for r in (1, 2)] == [[0, 2], [1, 2]]   # b: its own MPI job
+    assert reports[2]["stats"]["site_mpi_messages"] == 0      # 2 -> 0 crosses the gateways
+    assert reports[1]["stats"]["site_mpi_messages"] == 1      # 1 -> 2 inside site b's MPI
+    assert {r["got"]["from"] for r in reports.values()} == {0, 1, 2}

@@ -27,7 +27,8 @@ def test_hosts_networks_interfaces(small, good):
     assert networks(small) == ["a-lan", "b-lan", "wan"]
     a1 = small.nodes["a1"]
     assert a1 == {"kind": "host", "site": "a", "slots": 2, "role": "compute", "dedicated": False,
-                  "hostname": "a1", "forward_cost": 10e-6, "line": 11}
+                  "hostname": "a1", "forward_cost": 10e-6, "line": 11,
+                  "outbound_only": False}
     wan = small.nodes["wan"]
     assert (wan["latency"], wan["bandwidth"], wan["scope"], wan["site"]) == (
         1e-3, 125e6, "public", None)

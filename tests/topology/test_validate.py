@@ -47,7 +47,7 @@ EXPECTED = {
                            "allowed: defaults, description, links, name, networks, sites"),
     "unknown-host-key": (7, "site 'a': host entry: unknown key 'slot' (did you mean 'slots'?); "
                             "allowed: dedicated, forward_cost, hostname, interfaces, name, "
-                            "role, slots"),
+                            "outbound_only, role, slots"),
     "unknown-link-network": (6, "link sw1--backplane: unknown network 'backplane'"),
     "subnet-full": (2, "network 'lan': subnet 10.0.0.0/30 has no free address left for "
                        "host 'n3'"),
@@ -81,6 +81,15 @@ EXPECTED = {
     # ssh would read these as options (see coc.launcher.spawners.ssh).
     "hostname-option": (8, "host 'n2': hostname '-oProxyCommand=sh' must not begin with '-'"),
     "login-option": (5, "site 'a': login '-oProxyCommand=sh' must not begin with '-'"),
+    # Port ranges and outbound-only sites (coc.topology.ports, docs/topology.md).
+    "bad-port-range": (2, "network 'lan': port range '41100-41000' is empty: its low end is "
+                          "above its high end"),
+    "port-ranges-disjoint": (9, "host 'gw': its port ranges do not overlap (network wan "
+                                "41000-41100, site a 50000-50100): no port is allowed by all "
+                                "of them"),
+    "outbound-compute": (7, "host 'n2': only a gateway can be outbound_only (role is "
+                            "'compute'); mark its site outbound_only instead"),
+    "outbound-not-bool": (5, "site 'a': outbound_only must be true or false, not 'sometimes'"),
 }
 
 

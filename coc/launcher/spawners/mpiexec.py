@@ -38,7 +38,9 @@ from coc import protocol
 from coc.pycommand import python_argv
 from coc.launcher.agent import MPIEXEC, Child, die_with_parent, rank_socket
 from coc.rendezvous import CONTROL_SOCKET
+from coc.launcher import spawners
 from coc.launcher.spawners.local import LocalSpawner
+from coc.launcher.spawners.ssh import SshSpawner
 from coc.mpi4py import hook
 
 __all__ = ["MpiexecSpawner", "USER_MPIEXEC", "find_mpiexec", "start_ranks", "SITE_MPI",
@@ -69,18 +71,67 @@ def find_mpiexec(environ=None):
     return shutil.which("mpiexec", path=environ.get("PATH"))
 
 
-class MpiexecSpawner(LocalSpawner):
-    """Start the agent locally; the site's ``mpiexec`` then starts the site's ranks."""
+#: The value of ``COC_AGENT_MPIEXEC`` that lets the agent find the site's mpiexec itself.
+FIND_ON_SITE = "auto"
+
+
+class MpiexecSpawner(spawners.Spawner):
+    """Start the agent on the site; the site's ``mpiexec`` then starts the site's ranks there.
+
+    Without a ``login`` the site is this machine (the agent runs here, as ``local``); with
+    one the agent runs on the login host over ssh (:class:`SshSpawner`, same settings), and
+    so does the site's mpiexec: the site setting ``mpiexec`` names it there, else the agent
+    finds it on the site (:func:`find_mpiexec`). Under ``--batch`` it runs inside the batch
+    job, which inherits the variable from the relay.
+    """
 
     kind = "mpiexec"
 
-    async def start(self, env):
-        """Start the agent with ``COC_AGENT_MPIEXEC`` set; raise LaunchError if none is found."""
-        mpiexec = find_mpiexec()
-        if mpiexec is None:
+    def __init__(self, site, settings=None, topology=None):
+        super().__init__(site, settings, topology)
+        cls = SshSpawner if self.settings.get("login") else LocalSpawner
+        self.reach = cls(site, settings, topology)
+        self.reach.agent_argv = self.agent_argv          # with the mpiexec variable
+
+    @property
+    def remote(self):
+        """Return True when the site is reached over ssh (its mpiexec runs there)."""
+        return isinstance(self.reach, SshSpawner)
+
+    def site_mpiexec(self):
+        """Return the mpiexec the agent runs: a path, or :data:`FIND_ON_SITE`."""
+        if self.settings.get("mpiexec"):
+            return str(self.settings["mpiexec"])
+        if self.remote:
+            return FIND_ON_SITE
+        found = find_mpiexec()
+        if found is None:
             raise LaunchError("spawner 'mpiexec': no mpiexec found (pip install mpich mpi4py, "
                               f"or set {USER_MPIEXEC})", site=self.site)
-        return await super().start({**env, MPIEXEC: mpiexec})
+        return found
+
+    def agent_argv(self):
+        """Return the agent's command with ``COC_AGENT_MPIEXEC`` set (it crosses ssh)."""
+        return ["env", f"{MPIEXEC}={self.site_mpiexec()}",
+                *python_argv(self.agent_module, python=self.python)]
+
+    async def start(self, env):
+        """Start the agent the way the site is reached; raise LaunchError if no mpiexec."""
+        self.reach.agent_module = self.agent_module        # --batch starts its relay
+        return await self.reach.start(env)
+
+    @property
+    def agent_where(self):
+        return self.reach.agent_where
+
+    def host_argv(self, host, argv):
+        return self.reach.host_argv(host, argv)
+
+    def host_agent_argv(self, host):
+        return self.reach.host_agent_argv(host)
+
+    def listen_host(self, host):
+        return self.reach.listen_host(host)
 
 
 # -- the agent's side ----------------------------------------------------------------------------
@@ -214,6 +265,17 @@ async def start_ranks(agent, ranks, mpiexec):
         listener.bind(path)
         listener.listen(len(ranks))
         listener.setblocking(False)
+        if mpiexec == FIND_ON_SITE:
+            mpiexec = find_mpiexec({k: v for k, v in os.environ.items() if k != MPIEXEC})
+            if mpiexec is None:
+                for rank in ranks:
+                    await agent.send({"type": "error", "rank": rank["rank"],
+                                      "message": "no mpiexec found on the site (set the "
+                                                 "site's 'mpiexec' setting, or "
+                                                 f"{USER_MPIEXEC})"})
+                    await agent.send({"type": "exit", "rank": rank["rank"], "code": 127,
+                                      "signal": None})
+                return
         argv = [mpiexec, "-n", str(len(ranks)), *python_argv(SHEPHERD)]
         try:
             process = await asyncio.create_subprocess_exec(

@@ -279,6 +279,14 @@ int coc_engine_stats(coc_engine *e, coc_stats *st);
  */
 int coc_engine_take_log(coc_engine *e, char *buf, size_t len);
 
+/*
+ * 1 when the engine holds an authenticated connection to endpoint `id` (made by either
+ * end), 0 when it holds none yet (not dialed, still connecting or in the handshake, or
+ * lost). Added after 0.1.0: a gateway that must dial out (its site accepts no inbound
+ * connections) waits on it until its link is up before the job's ranks start.
+ */
+int coc_engine_peer_connected(coc_engine *e, uint32_t id);
+
 #ifdef __cplusplus
 }
 #endif
