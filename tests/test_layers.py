@@ -5,7 +5,8 @@ testbed, the launcher, the communicator, the compatibility layer, the benchmarks
 top-level modules every part may use. The rules keep each part changeable on its own:
 
 - :mod:`coc.errors` imports no other part: every part raises its classes;
-- the topology model imports no other part of coc (only :mod:`coc.errors`);
+- the topology model imports no other part of coc (only :mod:`coc.errors` and the leaf
+  :mod:`coc.ports`);
 - the communicator (``coc.comm``) never reaches the launcher, and the launcher never reaches
   the communicator, not even through a third module: every rank's ``coc.init()`` must not
   load launcher code, and ``coc-run`` must not need NumPy or the engine's communicator;
@@ -53,8 +54,10 @@ ALLOWED = {
 #: The one lazy edge the rules ignore: coc/__init__.py's __getattr__ loading the API.
 FACADE = ("coc", "coc.comm")
 
-#: Parts the topology model may import.
-TOPOLOGY_MAY_IMPORT = {"coc.errors"}
+#: Parts the topology model may import: the errors, and coc.ports (port-range parsing,
+#: a leaf that imports only coc.errors, kept outside the topology so ranks can read their
+#: range without loading networkx).
+TOPOLOGY_MAY_IMPORT = {"coc.errors", "coc.ports"}
 
 
 class Edge:
