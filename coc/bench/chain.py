@@ -38,7 +38,7 @@ class Chain:
     wan: int = 0
 
 
-def run_chain(bed, chain, specs, *, delay_us=0, timeout=engine.TIMEOUT):
+def run_chain(bed, chain, specs, *, delay_us=0, prefix=(), timeout=engine.TIMEOUT):
     """Run the C ping-pong through ``chain`` on testbed ``bed``; return the tool's rows.
 
     ``specs`` is ``[[size, iterations], ...]``; rows are dicts with size, iters, median_ns
@@ -46,13 +46,14 @@ def run_chain(bed, chain, specs, *, delay_us=0, timeout=engine.TIMEOUT):
     ``chain.wan`` holds what it sends out over the wide-area link, and the relay after it
     what it sends back over that link (the last relay holds both directions itself, since
     the echo program adds no delay; a round trip gains twice ``delay_us`` either way).
+    ``prefix`` goes before every command (``taskset -c 0`` to pin).
     """
     tools = engine.native_tools()
     procs = []
 
     def start(host, *args):
-        procs.append(bed.popen(host, [str(a) for a in args], stdout=subprocess.PIPE,
-                               text=True))
+        procs.append(subprocess.Popen([*prefix, *bed.argv(host, [str(a) for a in args])],
+                                      stdout=subprocess.PIPE, text=True))
         word, port = engine._line(procs[-1], timeout).split()
         return port
 
@@ -71,9 +72,10 @@ def run_chain(bed, chain, specs, *, delay_us=0, timeout=engine.TIMEOUT):
             port = start(hop.host, tools["coc_relay"], *delay,
                          bed.address(hop.host, hop.network), 0, *target)
             target = (bed.address(hop.host, hop.network), port)
-        out = bed.exec(chain.client, [str(tools["coc_pingpong"]), "client", *target,
-                                      *(f"{s}:{n}" for s, n in specs)],
-                       capture_output=True, text=True, timeout=timeout * len(specs))
+        client = bed.argv(chain.client, [str(tools["coc_pingpong"]), "client", *target,
+                                         *(f"{s}:{n}" for s, n in specs)])
+        out = subprocess.run([*prefix, *client], capture_output=True, text=True,
+                             timeout=timeout * len(specs))
     except subprocess.TimeoutExpired:
         raise CocError(f"the relay chain {chain.client} -> "
                        f"{' -> '.join(h.host for h in chain.relays)} -> {chain.echo.host} "

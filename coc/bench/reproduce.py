@@ -27,7 +27,8 @@ from pathlib import Path
 
 from coc.bench import plots, report
 from coc.bench.chain import Chain, Hop
-from coc.bench.paths import chain_pingpong, coc_job, mpich_job, summary
+from coc.bench.paths import (bench_run, chain_pingpong, coc_job, mpich_job, pingpong_run,
+                             summary)
 from coc.errors import CocError
 from coc.pycommand import python_argv
 
@@ -57,6 +58,7 @@ class Context:
     quick: bool
     scale: int | None
     command: str
+    pin: bool = False
 
     def testbed(self, topology, scale=None):
         """Build ``topology``'s testbed under a name unique to this run (down on exit)."""
@@ -131,7 +133,9 @@ def _cell(row):
 
 
 def _ratio(a, b):
-    return "–" if a is None or b is None or not b["median"] else f"{a['median'] / b['median']:.2f}"
+    if a is None or b is None or not b["median"]:
+        return "–"
+    return f"{a['median'] / b['median']:.2f}"
 
 
 def pingpong_table(series, sizes, first):
@@ -233,13 +237,14 @@ def seed000(ctx):
     sizes = [8, 4096, 262144] if ctx.quick else P2P_SIZES
     with ctx.testbed("chemnitz-2003") as bed:
         series = {
-            COC: summary(coc_job(bed, ["athlon1", "xeon1"], ["PingPong"], sizes,
-                                 ctx.out / "coc", quick=ctx.quick), "PingPong", "half-rtt"),
-            CHAIN: chain_pingpong(bed, CHEMNITZ_CHAIN, sizes, quick=ctx.quick),
-            MPICH: summary(mpich_job(bed, [("athlon", "athlon1", ["athlon-fe"]),
-                                           ("xeon", "xeon1", ["xeon-gbe"])], ["PingPong"],
-                                     sizes, ctx.out / "mpich", quick=ctx.quick),
-                           "PingPong", "half-rtt"),
+            COC: coc_job(bed, ["athlon1", "xeon1"],
+                         pingpong_run(sizes, ctx.out / "coc.json", quick=ctx.quick),
+                         pin=ctx.pin),
+            CHAIN: chain_pingpong(bed, CHEMNITZ_CHAIN, sizes, quick=ctx.quick, pin=ctx.pin),
+            MPICH: mpich_job(bed, [("athlon", "athlon1", ["athlon-fe"]),
+                                   ("xeon", "xeon1", ["xeon-gbe"])],
+                             pingpong_run(sizes, ctx.out / "mpich.json", quick=ctx.quick),
+                             pin=ctx.pin),
         }
         apps = run_applications(ctx, bed, "seed000")
     img = plot_pingpong(series, ctx.img / "repro-seed000-pingpong.png",
@@ -259,10 +264,11 @@ def seed001(ctx):
     sizes = [128] if ctx.quick else [128, 1024, 8192, 65536]
     with ctx.testbed("private-pair") as bed:
         series = {
-            COC: summary(coc_job(bed, ["c1n1", "c2n1"], ["PingPong"], sizes, ctx.out / "coc",
-                                 quick=ctx.quick), "PingPong", "half-rtt"),
+            COC: coc_job(bed, ["c1n1", "c2n1"],
+                         pingpong_run(sizes, ctx.out / "coc.json", quick=ctx.quick),
+                         pin=ctx.pin),
             CHAIN: chain_pingpong(bed, PRIVATE_PAIR_CHAIN, sizes, quick=ctx.quick,
-                                  delay_us=1800),
+                                  delay_us=1800, pin=ctx.pin),
         }
         apps = run_applications(ctx, bed, "seed001")
     img = plot_pingpong(series, ctx.img / "repro-seed001-pingpong.png",
@@ -290,10 +296,12 @@ def seed003(ctx):
             hosts = interleave(bed)
             placement = [(bed.state["hosts"][h]["site"], h,
                           [i["network"] for i in bed.interfaces(h)]) for h in hosts]
-            runs = {COC: coc_job(bed, hosts, ["PingPong", "Barrier", "Alltoall"], sizes,
-                                 ctx.out / topology / "coc", quick=ctx.quick),
-                    MPICH: mpich_job(bed, placement, ["PingPong", "Barrier", "Alltoall"],
-                                     sizes, ctx.out / topology / "mpich", quick=ctx.quick)}
+            patterns = ["PingPong", "Barrier", "Alltoall"]
+            runs = {COC: coc_job(bed, hosts, bench_run(patterns, sizes, ctx.out / topology /
+                                                       "coc", quick=ctx.quick), pin=ctx.pin),
+                    MPICH: mpich_job(bed, placement, bench_run(
+                        patterns, sizes, ctx.out / topology / "mpich", quick=ctx.quick),
+                        pin=ctx.pin)}
         panels = {}
         for pattern, what, psizes in (("PingPong", "half-rtt", sizes), ("Barrier", "completion",
                                                                          [0]),
@@ -330,13 +338,12 @@ def seed004(ctx):
     with ctx.testbed("uf-metacluster", scale=1) as bed:
         for ms in delays_ms:
             delay = [f"russell-uplink={ms}ms" if ms else "russell-uplink=0"]
-            series[COC][ms] = summary(coc_job(
-                bed, ["zeta01", "acis01"], ["PingPong"], sizes, ctx.out / f"coc-{ms}ms",
-                quick=ctx.quick, trials=None if ms < 5 else 20, delays=delay),
-                "PingPong", "half-rtt")
+            series[COC][ms] = coc_job(bed, ["zeta01", "acis01"], pingpong_run(
+                sizes, ctx.out / f"coc-{ms}ms.json", quick=ctx.quick,
+                iterations=None if ms < 5 else 20), delays=delay, pin=ctx.pin)
             series[CHAIN][ms] = chain_pingpong(bed, UF_CHAIN, sizes, quick=ctx.quick,
                                                iterations=None if ms < 5 else 20,
-                                               delay_us=ms * 1000)
+                                               delay_us=ms * 1000, pin=ctx.pin)
             apps += run_applications(ctx, bed, "seed004", delay)
     img = _plot_sweep(series, sizes, delays_ms, ctx.img / "repro-seed004-sweep.png")
     lines = ["Ping-pong zeta01 ↔ acis01 through russell, half round trip: median "
@@ -408,7 +415,7 @@ def format_report(exp, result, command, load):
     return "\n".join(lines) + "\n"
 
 
-def reproduce(name, out, *, img=None, quick=False, scale=None, command=None):
+def reproduce(name, out, *, img=None, quick=False, scale=None, pin=False, command=None):
     """Run experiment ``name``; write results.json, report.md and plots; return the result."""
     exp = EXPERIMENTS[name]
     out = Path(out)
@@ -419,10 +426,10 @@ def reproduce(name, out, *, img=None, quick=False, scale=None, command=None):
         raise CocError(f"coc bench reproduce: {plots.SKIPPED}")
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     command = command or f"coc bench reproduce {name}{' --quick' if quick else ''}"
-    ctx = Context(out, img, quick, scale, command)
+    ctx = Context(out, img, quick, scale, command, pin)
     result = exp.run(ctx)
     result["meta"] = {"experiment": name, "topology": exp.topology, "quick": quick,
-                      "scale": scale, "load": load, "command": command,
+                      "scale": scale, "pinned": pin, "load": load, "command": command,
                       "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     result["images"] = [str(p) for p in result["images"]]
     (out / "results.json").write_text(json.dumps(_strip(result), indent=1, default=str))
@@ -435,10 +442,11 @@ def _main(args):
     args.out = args.out or Path(f"reproduce-{args.name}")
     command = " ".join(["coc bench reproduce", args.name, *(["--quick"] if args.quick else []),
                         *([f"--scale {args.scale}"] if args.scale else []),
+                        *(["--pin"] if args.pin else []),
                         *([f"--img {args.img}"] if args.img else []), "--out", str(args.out)])
     try:
         reproduce(args.name, args.out, img=args.img, quick=args.quick, scale=args.scale,
-                  command=command)
+                  pin=args.pin, command=command)
     except (CocError, subprocess.TimeoutExpired) as exc:
         print(f"coc bench reproduce {args.name}: {exc}", file=sys.stderr)
         return 1
@@ -457,6 +465,9 @@ def register(patterns_parsers):
     p.add_argument("--scale", type=int, metavar="K",
                    help="hosts per site and switch on large machines (seed003; default 2, "
                         "1 with --quick)")
+    p.add_argument("--pin", action="store_true",
+                   help="run every path on CPU 0 (taskset -c 0; coc's waits never spin): "
+                        "software paths compared without cross-CPU wake-ups")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="output directory (default: reproduce-NAME)")
     p.add_argument("--img", type=Path, metavar="DIR",
