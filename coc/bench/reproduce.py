@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from coc.bench import plots, report
@@ -59,11 +59,13 @@ class Context:
     scale: int | None
     command: str
     pin: bool = False
+    testbeds: list = field(default_factory=list)
 
     def testbed(self, topology, scale=None):
         """Build ``topology``'s testbed under a name unique to this run (down on exit)."""
         import coc.testbed
-        return coc.testbed.up(topology, name=f"repro-{topology}-{os.getpid()}", scale=scale)
+        self.testbeds.append(f"repro-{topology}-{os.getpid()}")
+        return coc.testbed.up(topology, name=self.testbeds[-1], scale=scale)
 
 
 @dataclass(frozen=True)
@@ -344,7 +346,7 @@ def seed004(ctx):
             series[CHAIN][ms] = chain_pingpong(bed, UF_CHAIN, sizes, quick=ctx.quick,
                                                iterations=None if ms < 5 else 20,
                                                delay_us=ms * 1000, pin=ctx.pin)
-            apps += run_applications(ctx, bed, "seed004", delay)
+            apps += [a for a in run_applications(ctx, bed, "seed004", delay) if a not in apps]
     img = _plot_sweep(series, sizes, delays_ms, ctx.img / "repro-seed004-sweep.png")
     lines = ["Ping-pong zeta01 ↔ acis01 through russell, half round trip: median "
              "(p10–p90; p99 for the relays), by injected one-way WAN latency", "",
@@ -429,7 +431,7 @@ def reproduce(name, out, *, img=None, quick=False, scale=None, pin=False, comman
     ctx = Context(out, img, quick, scale, command, pin)
     result = exp.run(ctx)
     result["meta"] = {"experiment": name, "topology": exp.topology, "quick": quick,
-                      "scale": scale, "pinned": pin, "load": load, "command": command,
+                      "scale": scale, "pinned": pin, "testbeds": ctx.testbeds, "load": load, "command": command,
                       "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     result["images"] = [str(p) for p in result["images"]]
     (out / "results.json").write_text(json.dumps(_strip(result), indent=1, default=str))
