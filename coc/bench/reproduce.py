@@ -173,10 +173,12 @@ def plot_pingpong(series, path, title, model=None):
     if model:
         lat.plot([max(s, 1) for s, _ in model], [t for _, t in model], ":", color="gray",
                  label="coc's model of the real machine")
+    from matplotlib.ticker import FuncFormatter
     for ax, ylabel in ((lat, "half round trip (µs)"), (bw, "bandwidth (MB/s)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         plots.log_axis(ax.yaxis)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 0.02, not 0.0
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="major", alpha=0.3)
@@ -186,7 +188,7 @@ def plot_pingpong(series, path, title, model=None):
 
 
 def plot_distributions(panels, path, title):
-    """Histograms (log bins) of every path's samples, one panel per (pattern, size)."""
+    """Histograms (log bins, fraction of trials) of every path's samples, a panel per operation."""
     from coc.bench.stats import histogram_bins
     plt = plots.pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), squeeze=False)
@@ -195,13 +197,14 @@ def plot_distributions(panels, path, title):
         bins = histogram_bins([t * 1e3 for t in allt], bins=40) / 1e3
         for (name, rows), color in zip(per_path.items(), STYLES):
             if rows:
+                n = len(rows["samples"])
                 ax.hist(rows["samples"], bins=bins, histtype="step", color=color, label=name,
-                        density=True)
+                        weights=[1 / n] * n)
         ax.set_xscale("log")
         plots.log_axis(ax.xaxis)
         ax.set_xlabel("time (µs)")
         ax.set_title(label, fontsize=9)
-    axes[0][0].set_ylabel("density")
+    axes[0][0].set_ylabel("fraction of trials")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     return plots.save(plt, fig, path)
