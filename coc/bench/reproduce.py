@@ -366,20 +366,26 @@ def seed004(ctx):
 
 
 def _plot_sweep(series, sizes, delays_ms, path):
-    """Half round trip against injected WAN latency, one line per path and size."""
+    """Half round trip against injected WAN latency (left) and what the path adds to it (right)."""
     plt = plots.pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, (total, extra) = plt.subplots(1, 2, figsize=(11, 4))
     styles = {COC: "-", CHAIN: "--"}
     for (name, per), color in zip(series.items(), STYLES):
         for s, marker in zip(sizes, "os^"):
-            y = [per[ms][s]["median"] / 1e3 for ms in delays_ms if s in per[ms]]
-            ax.plot(delays_ms, y, marker=marker, linestyle=styles[name], color=color,
-                    label=f"{name}, {report.size_text(s)}", markersize=4)
-    ax.set_xlabel("injected one-way WAN latency (ms)")
-    ax.set_ylabel("half round trip, median (ms)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    ax.set_title("UF meta-cluster: ping-pong zeta01 ↔ acis01 through russell", fontsize=10)
+            xs = [ms for ms in delays_ms if s in per[ms]]
+            med = [per[ms][s]["median"] / 1e3 for ms in xs]
+            style = dict(marker=marker, linestyle=styles[name], color=color, markersize=4,
+                         label=f"{name}, {report.size_text(s)}")
+            total.plot(xs, med, **style)
+            extra.plot(xs, [m - ms for m, ms in zip(med, xs)], **style)
+    total.set_ylabel("half round trip, median (ms)")
+    extra.set_ylabel("median − injected latency (ms)")
+    extra.set_xscale("symlog", linthresh=1)
+    for ax in (total, extra):
+        ax.set_xlabel("injected one-way WAN latency (ms)")
+        ax.grid(True, alpha=0.3)
+    total.legend(fontsize=7)
+    fig.suptitle("UF meta-cluster: ping-pong zeta01 ↔ acis01 through russell", fontsize=10)
     return plots.save(plt, fig, path)
 
 
