@@ -14,7 +14,7 @@ when given). ``docs/reproductions.md`` holds the figures and compares them with 
 - ``seed004`` (UF meta-cluster, PACX-MPI): ping-pong latency as injected WAN latency grows.
 
 The papers' applications run through :data:`APPLICATIONS` — example programs started under
-``coc-run`` on the same testbed when they exist in ``examples/`` (listed as pending when not).
+``coc-run`` on the same testbed (``--examples``; listed as pending when missing).
 """
 
 import json
@@ -37,15 +37,20 @@ __all__ = ["EXPERIMENTS", "APPLICATIONS", "Experiment", "interleave", "run_appli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-#: The papers' applications, by experiment: (example file, hosts it runs on). Run when the
-#: file exists in examples/, else reported as pending.
+ATHLONS = [f"athlon{i}" for i in range(1, 9)]
+XEONS = [f"xeon{i}" for i in range(1, 9)]
+PRIVATE = [f"c1n{i}" for i in range(1, 5)] + [f"c2n{i}" for i in range(1, 5)]
+
+#: The papers' applications, by experiment: (program in examples/, hosts (one rank each),
+#: argument sets: quick, full). Each program checks its own answer and writes
+#: ``{time, comm_time, verified, params}`` to ``--json``; one missing from examples/ is
+#: reported as pending.
 APPLICATIONS = {
-    "seed000": [("hpl.py", [f"athlon{i}" for i in range(1, 9)] + [f"xeon{i}" for i in range(1, 9)]),
-                ("render.py", [f"athlon{i}" for i in range(1, 9)]
-                 + [f"xeon{i}" for i in range(1, 9)])],
-    "seed001": [("integer_sort.py", [f"c1n{i}" for i in range(1, 5)]
-                 + [f"c2n{i}" for i in range(1, 5)])],
-    "seed004": [("md.py", ["zeta01", "acis01"])],
+    "seed000": [("hpl.py", ATHLONS + XEONS, [[]], [["--n", "1024", "--nb", "64"]]),
+                ("render.py", ATHLONS + XEONS, [[]], [["--width", "640", "--height", "480"]])],
+    "seed001": [("isort.py", PRIVATE, [["--class", "S"]],
+                 [["--class", "S"], ["--class", "W"], ["--class", "A"]])],
+    "seed004": [("md.py", ["zeta01", "acis01"], [[]], [[]])],
 }
 
 
@@ -59,6 +64,7 @@ class Context:
     scale: int | None
     command: str
     pin: bool = False
+    examples: Path = EXAMPLES
     testbeds: list = field(default_factory=list)
 
     def testbed(self, topology, scale=None):
@@ -98,22 +104,29 @@ def interleave(bed):
 def run_applications(ctx, bed, name, delays=()):
     """Run the papers' applications of experiment ``name`` on ``bed``; return their rows."""
     rows = []
-    for app, hosts in APPLICATIONS.get(name, []):
-        path = EXAMPLES / app
+    for app, hosts, quick_args, full_args in APPLICATIONS.get(name, []):
+        path = ctx.examples / app
         if not path.is_file():
-            rows.append({"app": app, "status": "pending (not in examples/ yet)"})
+            rows.append({"app": app, "status": f"pending (no {path})"})
             continue
-        argv = [*python_argv("coc.launcher.cli"), "--testbed", bed.name,
-                *(a for h in hosts for a in ("--host", f"{h}:1")), "-n", str(len(hosts)),
-                *(a for d in delays for a in ("--delay", d)), sys.executable, str(path),
-                *(["--quick"] if ctx.quick else [])]
-        print(f"== {app} on {bed.name}: {len(hosts)} ranks", file=sys.stderr, flush=True)
-        start = time.monotonic()
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
-        rows.append({"app": app, "ranks": len(hosts), "delays": list(delays),
-                     "status": "ok" if proc.returncode == 0 else f"exit {proc.returncode}",
-                     "seconds": round(time.monotonic() - start, 2),
-                     "output": proc.stdout[-2000:]})
+        for args in quick_args if ctx.quick else full_args:
+            report_file = ctx.out / f"{app.removesuffix('.py')}-{len(rows)}.json"
+            argv = [*python_argv("coc.launcher.cli"), "--testbed", bed.name,
+                    *(a for h in hosts for a in ("--host", f"{h}:1")), "-n", str(len(hosts)),
+                    *(a for d in delays for a in ("--delay", d)), sys.executable, str(path),
+                    *args, "--json", str(report_file)]
+            print(f"== {app} {' '.join(args)} on {bed.name}: {len(hosts)} ranks",
+                  file=sys.stderr, flush=True)
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+            row = {"app": app, "args": " ".join(args), "ranks": len(hosts),
+                   "delays": list(delays),
+                   "status": "ok" if proc.returncode == 0 else f"exit {proc.returncode}"}
+            if proc.returncode == 0 and report_file.is_file():
+                result = json.loads(report_file.read_text())
+                row.update({k: result.get(k) for k in ("time", "comm_time", "verified")})
+            else:
+                row["stderr"] = proc.stderr[-1500:]
+            rows.append(row)
     return rows
 
 
@@ -415,18 +428,25 @@ def format_report(exp, result, command, load):
     lines = [f"# {exp.name}: {exp.title} ({exp.paper})", "",
              f"Command: `{command}` — topology {exp.topology}; load average at the start "
              f"{load}.", "", *result["lines"], ""]
-    if result["applications"]:
-        lines += ["Applications:", ""]
-        lines += [f"- {a['app']}: {a['status']}"
-                  + (f", {a['ranks']} ranks, {a['seconds']} s" if "seconds" in a else "")
-                  + (f" ({' '.join(a['delays'])})" if a.get("delays") else "")
-                  for a in result["applications"]]
+    apps = result["applications"]
+    if apps:
+        lines += ["Applications (coc; time and communication time as the program reports "
+                  "them):", "", "| program | arguments | ranks | delay | status | verified | "
+                  "time | communication |", "|---|---|---:|---|---|---|---:|---:|"]
+        for a in apps:
+            time_s = f"{a['time']:.3f} s" if a.get("time") is not None else "–"
+            comm = (f"{a['comm_time']:.3f} s ({a['comm_time'] / a['time']:.0%})"
+                    if a.get("comm_time") is not None and a.get("time") else "–")
+            lines.append(f"| {a['app']} | {a.get('args') or '–'} | {a.get('ranks', '–')} | "
+                         f"{' '.join(a.get('delays') or []) or '–'} | {a['status']} | "
+                         f"{a.get('verified', '–')} | {time_s} | {comm} |")
         lines.append("")
     lines += [f"![{exp.name}]({Path(p).name})" for p in result["images"]]
     return "\n".join(lines) + "\n"
 
 
-def reproduce(name, out, *, img=None, quick=False, scale=None, pin=False, command=None):
+def reproduce(name, out, *, img=None, quick=False, scale=None, pin=False, examples=None,
+              command=None):
     """Run experiment ``name``; write results.json, report.md and plots; return the result."""
     exp = EXPERIMENTS[name]
     out = Path(out)
@@ -437,7 +457,7 @@ def reproduce(name, out, *, img=None, quick=False, scale=None, pin=False, comman
         raise CocError(f"coc bench reproduce: {plots.SKIPPED}")
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     command = command or f"coc bench reproduce {name}{' --quick' if quick else ''}"
-    ctx = Context(out, img, quick, scale, command, pin)
+    ctx = Context(out, img, quick, scale, command, pin, Path(examples or EXAMPLES))
     result = exp.run(ctx)
     result["meta"] = {"experiment": name, "topology": exp.topology, "quick": quick,
                       "scale": scale, "pinned": pin, "testbeds": ctx.testbeds, "load": load, "command": command,
@@ -454,10 +474,11 @@ def _main(args):
     command = " ".join(["coc bench reproduce", args.name, *(["--quick"] if args.quick else []),
                         *([f"--scale {args.scale}"] if args.scale else []),
                         *(["--pin"] if args.pin else []),
+                        *([f"--examples {args.examples}"] if args.examples else []),
                         *([f"--img {args.img}"] if args.img else []), "--out", str(args.out)])
     try:
         reproduce(args.name, args.out, img=args.img, quick=args.quick, scale=args.scale,
-                  pin=args.pin, command=command)
+                  pin=args.pin, examples=args.examples, command=command)
     except (CocError, subprocess.TimeoutExpired) as exc:
         print(f"coc bench reproduce {args.name}: {exc}", file=sys.stderr)
         return 1
@@ -479,6 +500,9 @@ def register(patterns_parsers):
     p.add_argument("--pin", action="store_true",
                    help="run every path on CPU 0 (taskset -c 0; coc's waits never spin): "
                         "software paths compared without cross-CPU wake-ups")
+    p.add_argument("--examples", type=Path, metavar="DIR",
+                   help="where the papers' applications are (default: examples/ of this "
+                        "source tree)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="output directory (default: reproduce-NAME)")
     p.add_argument("--img", type=Path, metavar="DIR",

@@ -123,3 +123,10 @@ def test_reproduce_seed004_quick(tmp_path):
     assert not [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                           text=True).stdout.split()
                 if n.startswith(f"coc:{result['meta']['testbeds'][0]}:")]
+
+
+def test_missing_applications_are_reported_pending(tmp_path):
+    ctx = reproduce.Context(tmp_path, tmp_path, True, None, "cmd", examples=tmp_path)
+    rows = reproduce.run_applications(ctx, bed=None, name="seed000")
+    assert [r["app"] for r in rows] == ["hpl.py", "render.py"]
+    assert all(r["status"].startswith("pending") for r in rows)
