@@ -54,7 +54,7 @@ def run_chain(bed, chain, specs, *, delay_us=0, prefix=(), timeout=engine.TIMEOU
     def start(host, *args):
         procs.append(subprocess.Popen([*prefix, *bed.argv(host, [str(a) for a in args])],
                                       stdout=subprocess.PIPE, text=True))
-        word, port = engine._line(procs[-1], timeout).split()
+        _, port = engine._line(procs[-1], timeout).split()
         return port
 
     try:

@@ -202,6 +202,8 @@ def plot_pingpong(series, path, title, model=None):
 
 def plot_distributions(panels, path, title):
     """Histograms (log bins, fraction of trials) of every path's samples, a panel per operation."""
+    from matplotlib.ticker import FuncFormatter
+
     from coc.bench.stats import histogram_bins
     plt = plots.pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), squeeze=False)
@@ -214,7 +216,7 @@ def plot_distributions(panels, path, title):
                 ax.hist(rows["samples"], bins=bins, histtype="step", color=color, label=name,
                         weights=[1 / n] * n)
         ax.set_xscale("log")
-        plots.log_axis(ax.xaxis)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # decades only
         ax.set_xlabel("time (µs)")
         ax.set_title(label, fontsize=9)
     axes[0][0].set_ylabel("fraction of trials")
@@ -304,6 +306,18 @@ def seed001(ctx):
     return {"series": series, "applications": apps, "images": [img], "lines": lines}
 
 
+def distribution_panels(runs, sizes):
+    """Return ``{operation: {path: row}}`` of seed003's runs (``{path: coc bench run results}``)."""
+    panels = {}
+    for pattern, what, psizes in (("PingPong", "half-rtt", sizes),
+                                  ("Barrier", "completion", [0]),
+                                  ("Alltoall", "completion", sizes)):
+        for size in psizes:
+            label = pattern if pattern == "Barrier" else f"{pattern} {report.size_text(size)}"
+            panels[label] = {k: summary(r, pattern, what).get(size) for k, r in runs.items()}
+    return panels
+
+
 def seed003(ctx):
     """MPIBench distributions on Bunyip and Perseus (scaled): coc against MPICH."""
     sizes = [8] if ctx.quick else [8, 4096]
@@ -320,17 +334,8 @@ def seed003(ctx):
                     MPICH: mpich_job(bed, placement, bench_run(
                         patterns, sizes, ctx.out / topology / "mpich", quick=ctx.quick),
                         pin=ctx.pin)}
-        panels = {}
-        for pattern, what, psizes in (("PingPong", "half-rtt", sizes), ("Barrier", "completion",
-                                                                         [0]),
-                                      ("Alltoall", "completion", sizes)):
-            for size in psizes:
-                label = f"{pattern} {report.size_text(size)}" if size or pattern != "Barrier" \
-                    else pattern
-                panels[label] = {k: summary(r, pattern, what).get(size) for k, r in runs.items()}
-        out["series"][topology] = {label: {k: {x: y for x, y in (row or {}).items()
-                                                if x != "samples"} for k, row in per.items()}
-                                   for label, per in panels.items()}
+        panels = distribution_panels(runs, sizes)
+        out["series"][topology] = panels
         out["images"].append(plot_distributions(
             panels, ctx.img / f"repro-seed003-{topology}.png",
             f"{topology} scaled to {len(hosts)} hosts, one rank each: distributions "
