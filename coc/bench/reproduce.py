@@ -67,6 +67,10 @@ class Context:
     examples: Path = EXAMPLES
     testbeds: list = field(default_factory=list)
 
+    def title(self, text):
+        """Return a plot title, saying when every process was pinned to one CPU."""
+        return f"{text}{' — all pinned to CPU 0' if self.pin else ''}"
+
     def testbed(self, topology, scale=None):
         """Build ``topology``'s testbed under a name unique to this run (down on exit)."""
         import coc.testbed
@@ -268,7 +272,7 @@ def seed000(ctx):
         }
         apps = run_applications(ctx, bed, "seed000")
     img = plot_pingpong(series, ctx.img / "repro-seed000-pingpong.png",
-                        "Chemnitz: PingPong athlon1 ↔ xeon1 (median, p10–p90 band)",
+                        ctx.title("Chemnitz: PingPong athlon1 ↔ xeon1 (median, p10–p90 band)"),
                         _model("chemnitz-2003", "athlon1", "xeon1", sizes))
     lines = ["PingPong athlon1 ↔ xeon1, half round trip: median (p10–p90; the relays' C tool "
              "gives p99)", "", *pingpong_table(series, sizes, COC), "",
@@ -292,8 +296,8 @@ def seed001(ctx):
         }
         apps = run_applications(ctx, bed, "seed001")
     img = plot_pingpong(series, ctx.img / "repro-seed001-pingpong.png",
-                        "Private pair: ping-pong c1n1 ↔ c2n1 across fe1, fe2 "
-                        "(internet 1.8 ms emulated)",
+                        ctx.title("Private pair: ping-pong c1n1 ↔ c2n1 across fe1, fe2 "
+                                  "(internet 1.8 ms emulated)"),
                         _model("private-pair", "c1n1", "c2n1", sizes))
     paper = {128: ("1923 µs (NAT + 1 proxy)", "2756 µs (2 proxies)")}
     lines = ["Ping-pong c1n1 ↔ c2n1, half round trip: median (p10–p90; p99 for the relays)",
