@@ -79,7 +79,7 @@ def pingpong_run(sizes, out, *, iterations=None, quick=False):
 def _run(title, argv, load, timeout, pin):
     """Run one benchmark job; return ``load()`` (CocError naming the job when it fails).
 
-    ``pin`` runs it and everything it starts on CPU 0 (MEASURING: no cross-CPU wake-ups).
+    ``pin`` runs it and everything it starts on CPU 0 (no cross-CPU wake-ups).
     """
     print(f"== {title}{' (pinned)' if pin else ''}", file=sys.stderr, flush=True)
     proc = subprocess.run([*(PIN if pin else ()), *argv], stdout=subprocess.DEVNULL,
