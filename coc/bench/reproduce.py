@@ -229,17 +229,26 @@ def plot_distributions(panels, path, title):
     return plots.save(plt, fig, path)
 
 
-def _model(topology, src, dst, sizes, delays=None):
-    """Return ``[(size, µs)]``: coc's model of one message on the real machine."""
+def _load(topology):
+    """Load a library topology without its warnings (single gateways are the point here)."""
     import warnings
 
     from coc import topology as topo
-    from coc.launcher.latency import override
-    from coc.topology.routing import message_time
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        G = override(topo.load(topology), delays or {})
+        return topo.load(topology)
+
+
+def _model(topology, src, dst, sizes):
+    """Return ``[(size, µs)]``: coc's model of one message on the real machine."""
+    from coc.topology.routing import message_time
+    G = _load(topology)
     return [(s, message_time(G, src, dst, s) * 1e6) for s in sizes]
+
+
+def _latency_us(topology, network):
+    """Return a network's declared latency in whole µs: what the relay chain holds a chunk."""
+    return round(_load(topology).nodes[network]["latency"] * 1e6)
 
 
 # ---- the experiments ----------------------------------------------------------------------
@@ -292,7 +301,8 @@ def seed001(ctx):
                          pingpong_run(sizes, ctx.out / "coc.json", quick=ctx.quick),
                          pin=ctx.pin),
             CHAIN: chain_pingpong(bed, PRIVATE_PAIR_CHAIN, sizes, quick=ctx.quick,
-                                  delay_us=1800, pin=ctx.pin),
+                                  delay_us=_latency_us("private-pair", "internet"),
+                                  pin=ctx.pin),
         }
         apps = run_applications(ctx, bed, "seed001")
     img = plot_pingpong(series, ctx.img / "repro-seed001-pingpong.png",
