@@ -29,6 +29,8 @@ from coc.bench import plots, report
 from coc.bench.chain import Chain, Hop
 from coc.bench.paths import (bench_run, chain_pingpong, coc_job, mpich_job, pingpong_run,
                              summary)
+from coc.bench.repro_figures import (cell, pingpong_table, plot_distributions, plot_pingpong,
+                                     plot_sweep, ratio, us)
 from coc.errors import CocError
 from coc.pycommand import python_argv
 
@@ -132,101 +134,6 @@ def run_applications(ctx, bed, name, delays=()):
                 row["stderr"] = proc.stderr[-1500:]
             rows.append(row)
     return rows
-
-
-# ---- tables and plots ---------------------------------------------------------------------
-
-def _us(v):
-    if v is None:
-        return "–"
-    return f"{v / 1e3:.2f} ms" if v >= 1000 else f"{v:.0f} µs" if v >= 100 else f"{v:.1f} µs"
-
-
-def _cell(row):
-    """median (p10–p90) or median (p99 …) of one row."""
-    if row is None:
-        return "–"
-    if row.get("p10") is not None:
-        return f"{_us(row['median'])} ({_us(row['p10'])}–{_us(row['p90'])})"
-    return f"{_us(row['median'])} (p99 {_us(row['p99'])})"
-
-
-def _ratio(a, b):
-    if a is None or b is None or not b["median"]:
-        return "–"
-    return f"{a['median'] / b['median']:.2f}"
-
-
-def pingpong_table(series, sizes, first):
-    """Markdown: one row per size, each path's median (spread), and ``first`` over the others."""
-    others = [k for k in series if k != first]
-    lines = ["| size | " + " | ".join(series) + " | "
-             + " | ".join(f"{first} / {k}" for k in others) + " |",
-             "|---:|" + "---:|" * (len(series) + len(others))]
-    for s in sizes:
-        lines.append(f"| {report.size_text(s)} | "
-                     + " | ".join(_cell(series[k].get(s)) for k in series) + " | "
-                     + " | ".join(_ratio(series[first].get(s), series[k].get(s))
-                                  for k in others) + " |")
-    return lines
-
-
-STYLES = ("tab:red", "black", "tab:blue", "tab:green", "tab:purple")
-
-
-def plot_pingpong(series, path, title, model=None):
-    """Latency and bandwidth (size / half round trip) against size, every path; PNG at ``path``."""
-    plt = plots.pyplot()
-    fig, (lat, bw) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for (label, rows), color in zip(series.items(), STYLES):
-        pts = [rows[s] for s in sorted(rows)]
-        x = [max(p["size"], 1) for p in pts]
-        lat.plot(x, [p["median"] for p in pts], "o-", color=color, label=label, markersize=3)
-        if pts and pts[0].get("p10") is not None:
-            lat.fill_between(x, [p["p10"] for p in pts], [p["p90"] for p in pts], color=color,
-                             alpha=0.15)
-        bw.plot(x, [p["size"] / p["median"] for p in pts], "o-", color=color, label=label,
-                markersize=3)
-    if model:
-        lat.plot([max(s, 1) for s, _ in model], [t for _, t in model], ":", color="gray",
-                 label="coc's model of the real machine")
-    from matplotlib.ticker import FuncFormatter
-    for ax, ylabel in ((lat, "half round trip (µs)"), (bw, "bandwidth (MB/s)")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        plots.log_axis(ax.yaxis)
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 0.02, not 0.0
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, which="major", alpha=0.3)
-    lat.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    return plots.save(plt, fig, path)
-
-
-def plot_distributions(panels, path, title):
-    """Histograms (log bins, fraction of trials) of every path's samples, a panel per operation."""
-    from matplotlib.ticker import FuncFormatter
-
-    from coc.bench.stats import histogram_bins
-    plt = plots.pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), squeeze=False)
-    for ax, (label, per_path) in zip(axes[0], panels.items()):
-        allt = [t for rows in per_path.values() if rows for t in rows["samples"]]
-        bins = histogram_bins([t * 1e3 for t in allt], bins=40) / 1e3
-        for (name, rows), color in zip(per_path.items(), STYLES):
-            if rows:
-                n = len(rows["samples"])
-                ax.hist(rows["samples"], bins=bins, histtype="step", color=color, label=name,
-                        weights=[1 / n] * n)
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # decades only
-        ax.set_xlabel("time (µs)")
-        ax.set_title(label, fontsize=9)
-    axes[0][0].set_ylabel("fraction of trials")
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    return plots.save(plt, fig, path)
 
 
 def _load(topology):
@@ -360,8 +267,8 @@ def seed003(ctx):
                          "|---|---:|---:|---:|"]
         for label, per in panels.items():
             a, b = per[COC], per[MPICH]
-            out["lines"].append(f"| {label} | {_cell(a)}, p99 {_us(a and a['p99'])} | "
-                                f"{_cell(b)}, p99 {_us(b and b['p99'])} | {_ratio(a, b)} |")
+            out["lines"].append(f"| {label} | {cell(a)}, p99 {us(a and a['p99'])} | "
+                                f"{cell(b)}, p99 {us(b and b['p99'])} | {ratio(a, b)} |")
         out["lines"].append("")
     return out
 
@@ -382,7 +289,8 @@ def seed004(ctx):
                                                iterations=None if ms < 5 else 20,
                                                delay_us=ms * 1000, pin=ctx.pin)
             apps += [a for a in run_applications(ctx, bed, "seed004", delay) if a not in apps]
-    img = _plot_sweep(series, sizes, delays_ms, ctx.img / "repro-seed004-sweep.png")
+    img = plot_sweep(series, sizes, delays_ms, ctx.img / "repro-seed004-sweep.png",
+                     ctx.title("UF meta-cluster: ping-pong zeta01 ↔ acis01 through russell"))
     lines = ["Ping-pong zeta01 ↔ acis01 through russell, half round trip: median "
              "(p10–p90; p99 for the relays), by injected one-way WAN latency", "",
              "| WAN latency | size | " + " | ".join(series) + f" | {COC} − {CHAIN} |",
@@ -391,34 +299,10 @@ def seed004(ctx):
         for s in sizes:
             a, b = series[COC][ms].get(s), series[CHAIN][ms].get(s)
             diff = "–" if a is None or b is None else f"{a['median'] - b['median']:+.0f} µs"
-            lines.append(f"| {ms} ms | {report.size_text(s)} | {_cell(a)} | {_cell(b)} | "
+            lines.append(f"| {ms} ms | {report.size_text(s)} | {cell(a)} | {cell(b)} | "
                          f"{diff} |")
     return {"series": {k: {str(ms): v for ms, v in per.items()} for k, per in series.items()},
             "applications": apps, "images": [img], "lines": lines}
-
-
-def _plot_sweep(series, sizes, delays_ms, path):
-    """Half round trip against injected WAN latency (left) and what the path adds to it (right)."""
-    plt = plots.pyplot()
-    fig, (total, extra) = plt.subplots(1, 2, figsize=(11, 4))
-    styles = {COC: "-", CHAIN: "--"}
-    for (name, per), color in zip(series.items(), STYLES):
-        for s, marker in zip(sizes, "os^"):
-            xs = [ms for ms in delays_ms if s in per[ms]]
-            med = [per[ms][s]["median"] / 1e3 for ms in xs]
-            style = dict(marker=marker, linestyle=styles[name], color=color, markersize=4,
-                         label=f"{name}, {report.size_text(s)}")
-            total.plot(xs, med, **style)
-            extra.plot(xs, [m - ms for m, ms in zip(med, xs)], **style)
-    total.set_ylabel("half round trip, median (ms)")
-    extra.set_ylabel("median − injected latency (ms)")
-    extra.set_xscale("symlog", linthresh=1)
-    for ax in (total, extra):
-        ax.set_xlabel("injected one-way WAN latency (ms)")
-        ax.grid(True, alpha=0.3)
-    total.legend(fontsize=7)
-    fig.suptitle("UF meta-cluster: ping-pong zeta01 ↔ acis01 through russell", fontsize=10)
-    return plots.save(plt, fig, path)
 
 
 EXPERIMENTS = {e.name: e for e in (
@@ -479,7 +363,8 @@ def reproduce(name, out, *, img=None, quick=False, scale=None, pin=False, exampl
     ctx = Context(out, img, quick, scale, command, pin, Path(examples or EXAMPLES))
     result = exp.run(ctx)
     result["meta"] = {"experiment": name, "topology": exp.topology, "quick": quick,
-                      "scale": scale, "pinned": pin, "testbeds": ctx.testbeds, "load": load, "command": command,
+                      "scale": scale, "pinned": pin, "testbeds": ctx.testbeds, "load": load,
+                      "command": command,
                       "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     result["images"] = [str(p) for p in result["images"]]
     (out / "results.json").write_text(json.dumps(_strip(result), indent=1, default=str))
