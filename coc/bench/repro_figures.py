@@ -88,7 +88,7 @@ def plot_pingpong(series, path, title, model=None):
 
 def plot_distributions(panels, path, title):
     """Histograms (log bins, fraction of trials) of every path's samples, a panel per operation."""
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     from coc.bench.stats import histogram_bins
     plt = plots.pyplot()
@@ -102,7 +102,10 @@ def plot_distributions(panels, path, title):
                 ax.hist(rows["samples"], bins=bins, histtype="step", color=color, label=name,
                         weights=[1 / n] * n)
         ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # decades only
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(axis="x", labelsize=7, labelrotation=45)
         ax.set_xlabel("time (µs)")
         ax.set_title(label, fontsize=9)
     axes[0][0].set_ylabel("fraction of trials")
