@@ -6,7 +6,7 @@ __all__ = ["register"]
 
 # Pattern modules, in the order ``coc bench --help`` lists them; each has register(patterns).
 _PATTERN_MODULES = ("coc.bench.engine", "coc.bench.runner", "coc.bench.compare",
-                    "coc.bench.verify")
+                    "coc.bench.verify", "coc.bench.reproduce")
 
 
 def register(subparsers):
