@@ -1,7 +1,7 @@
 /*
  * engine.h — the engine's internal structures, shared by engine.c (API, progress thread,
- * requests), conn.c (connections: handshake, reading, writing), match.c (queues),
- * protocol.c (eager/rendezvous and failures) and forward.c (gateway mode).
+ * requests), conn.c (connections: reading, writing), handshake.c (their first bytes),
+ * match.c (queues), protocol.c (eager/rendezvous and failures) and forward.c (gateway mode).
  *
  * Locks. Two mutexes, always taken in this order:
  *   plock — "the progress token": whoever holds it reads sockets and parses frames (the
@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "coc/coc.h"
 #include "route.h"
@@ -282,6 +283,13 @@ void coc__conn_poll_rings(coc_engine *e);                           /* plock: re
 /* plock: nobody will poll the rings for a while: ask writers to ring the doorbell (on = 1;
  * returns 1 when data came meanwhile) or not (on = 0, a thread polls them now). */
 int coc__conn_rings_idle(coc_engine *e, int on);
+
+/* handshake.c */
+void coc__hs_shm_offer(coc__conn *c);                             /* at set-up: offer shm */
+int coc__hs_hello(coc__conn *c, const uint8_t *bytes);            /* plock: their hello came */
+int coc__hs_proof(coc__conn *c, const uint8_t *bytes);            /* plock: their proof came */
+ssize_t coc__hs_recv_hello(coc__conn *c, uint8_t *dst, size_t want); /* plock: acceptor's read */
+int coc__hs_write(coc__conn *c);                                  /* lock: 0 sent, 1 wait, <0 */
 
 /* match.c (under lock) */
 int coc__matches(int32_t want_src, uint32_t want_ctx, int32_t want_tag, uint32_t src,
