@@ -8,7 +8,9 @@
  * buffer and parses frames from it; a large payload whose destination is known is read
  * straight into place (the user's buffer, or the forwarding buffer).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +72,9 @@ void coc__conn_fail(coc__conn *c, int err, const char *why)
     c->err = err;
     c->why = why;
     coc__poll_del(e->pfd, c->fd);
-    if (err == COC_EAUTH) {
+    if (c->duplicate) {
+        /* counted and logged by the handshake, which names both connections */
+    } else if (err == COC_EAUTH) {
         e->stats.auth_failures++;
         coc__log(e, "%s failed authentication (%s); dropped, nothing it sent was delivered", c->name,
                  why);
@@ -117,6 +121,7 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
     c->state = outgoing ? COC__CS_CONNECTING : COC__CS_HANDSHAKE;
     c->rstate = COC__RX_HELLO;
     c->deadline_ns = coc__now_ns() + (uint64_t)e->cfg.handshake_timeout_ms * 1000000u;
+    snprintf(c->where, sizeof c->where, "%s", where);
     if (outgoing)
         snprintf(c->name, sizeof c->name, "endpoint %u (%s)", peer_id, where);
     else
@@ -199,7 +204,17 @@ int coc__conn_accept(coc_engine *e, int lfd, int unix_)
             coc__log(e, "accept failed: %s", coc_strerror(fd));
             return fd;
         }
-        conn_new(e, fd, 0, unix_, 0, unix_ ? "unix" : "tcp");
+        char where[64] = "unix, accepted";
+        struct sockaddr_in sa;
+        socklen_t len = sizeof sa;
+        if (!unix_ && getpeername(fd, (struct sockaddr *)&sa, &len) == 0 && sa.sin_family == AF_INET) {
+            char ip[INET_ADDRSTRLEN] = "?";
+            inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+            snprintf(where, sizeof where, "tcp from %s:%u", ip, ntohs(sa.sin_port));
+        } else if (!unix_) {
+            snprintf(where, sizeof where, "tcp, accepted");
+        }
+        conn_new(e, fd, 0, unix_, 0, where);
     }
 }
 
@@ -270,6 +285,8 @@ static int frame_header(coc__conn *c)
         return COC_EPROTO;
     }
     c->rpos += COC__HDR_LEN;
+    if (coc__hs_source_ok(c, &c->rh) < 0)
+        return COC_EPROTO;
     if (c->rh.dest != c->e->self) {
         if (!c->e->forward) {
             c->why = "frame for another endpoint, and this one does not forward";
@@ -407,7 +424,9 @@ static int conn_read(coc__conn *c)
             return -errno;
         }
         if (n == 0) {
-            c->why = c->rstate == COC__RX_PAYLOAD ? "closed in the middle of a frame" : "closed";
+            c->why = c->rstate == COC__RX_PAYLOAD ? "closed in the middle of a frame"
+                     : !c->authed ? "closed during the handshake: the peer refused it (its log says why)"
+                                  : "closed";
             return COC_EPEERLOST;
         }
         if (direct) {

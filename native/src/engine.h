@@ -142,7 +142,10 @@ struct coc__conn {
     uint32_t peer_id;                  /* expected (outgoing) or learnt from the hello */
     uint64_t deadline_ns;              /* handshake must finish by then */
     coc__hello mine, theirs;
-    char name[96];                     /* for log lines: "endpoint 3 (tcp 127.0.0.1:4000)" */
+    uint8_t pair_key[COC_KEY_LEN];     /* the pair's key the proofs use (handshake.c) */
+    uint8_t duplicate;                 /* refused: its endpoint id is connected already */
+    char where[64];                    /* its address: "tcp://127.0.0.1:4000", "tcp from ..." */
+    char name[96];                     /* for log lines: "endpoint 3 (tcp://127.0.0.1:4000)" */
     /* send side, under e->lock */
     uint8_t hs_out[COC__HELLO_LEN + COC__PROOF_LEN];
     size_t hs_len, hs_off;
@@ -208,7 +211,9 @@ typedef struct coc__dest {
 
 struct coc_engine {
     coc_engine_config cfg;
-    uint8_t secret[COC_SECRET_MAX];
+    uint8_t secret[COC_SECRET_MAX];    /* the job's secret (cfg.secret_len bytes), or none */
+    coc_peer_key *keys;                /* without a secret: the issued keys, sorted by id */
+    size_t nkeys;
     uint32_t self;
     int forward;
     pthread_mutex_t plock, lock;
@@ -290,6 +295,9 @@ int coc__hs_hello(coc__conn *c, const uint8_t *bytes);            /* plock: thei
 int coc__hs_proof(coc__conn *c, const uint8_t *bytes);            /* plock: their proof came */
 ssize_t coc__hs_recv_hello(coc__conn *c, uint8_t *dst, size_t want); /* plock: acceptor's read */
 int coc__hs_write(coc__conn *c);                                  /* lock: 0 sent, 1 wait, <0 */
+/* plock: 0 when the frame just decoded may come from this connection's peer (its source is
+ * the peer, or the peer is a gateway); else COC_EPROTO, logged */
+int coc__hs_source_ok(coc__conn *c, const coc__hdr *h);
 
 /* match.c (under lock) */
 int coc__matches(int32_t want_src, uint32_t want_ctx, int32_t want_tag, uint32_t src,

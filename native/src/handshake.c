@@ -44,6 +44,49 @@ void coc__hs_shm_offer(coc__conn *c)
     c->mine.flags |= COC__HELLO_SHM;
 }
 
+static const coc_peer_key *issued_key(const coc_engine *e, uint32_t id)
+{
+    size_t lo = 0, hi = e->nkeys;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->keys[mid].id == id)
+            return &e->keys[mid];
+        if (e->keys[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Find the key this connection's proofs use, for the id and kind the peer's hello claims:
+ * derived from the job's secret by a trusted engine, else the one issued for that peer.
+ * A peer whose id has no key here, or whose claimed kind differs from the one its key was
+ * issued for, is refused before anything is proved (COC_EAUTH). */
+static int find_pair_key(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    uint32_t kind = c->theirs.flags & COC__HELLO_GATEWAY ? COC_PEER_GATEWAY : 0;
+    if (e->cfg.secret) {
+        coc_pair_key(e->secret, e->cfg.secret_len, e->self, e->forward ? COC_PEER_GATEWAY : 0,
+                     c->theirs.id, kind, c->pair_key);
+        return 0;
+    }
+    const coc_peer_key *k = issued_key(e, c->theirs.id);
+    if (!k) {
+        c->why = "it claims an endpoint id this endpoint holds no key for "
+                 "(not one of its direct peers)";
+        return COC_EAUTH;
+    }
+    if (k->flags != kind) {
+        c->why = kind ? "it claims to be a gateway, but its id was not issued as one"
+                      : "its id was issued to a gateway, but it does not claim to forward";
+        return COC_EAUTH;
+    }
+    memcpy(c->pair_key, k->key, COC_KEY_LEN);
+    return 0;
+}
+
 int coc__hs_hello(coc__conn *c, const uint8_t *bytes)
 {
     coc_engine *e = c->e;
@@ -78,17 +121,57 @@ int coc__hs_hello(coc__conn *c, const uint8_t *bytes)
     }
     if (!c->outgoing) {
         c->peer_id = c->theirs.id;
-        snprintf(c->name, sizeof c->name, "endpoint %u (%s)", c->peer_id,
-                 c->unix_ ? "unix" : "tcp, accepted");
+        snprintf(c->name, sizeof c->name, "endpoint %u (%s)", c->peer_id, c->where);
     }
+    int rc = find_pair_key(c);
+    if (rc < 0)
+        return rc;
     const coc__hello *conn = c->outgoing ? &c->mine : &c->theirs;
     const coc__hello *acc = c->outgoing ? &c->theirs : &c->mine;
     pthread_mutex_lock(&e->lock);
-    coc__proof(e->secret, e->cfg.secret_len, c->mine.role, conn, acc, c->hs_out + c->hs_len);
+    coc__proof(c->pair_key, COC_KEY_LEN, c->mine.role, conn, acc, c->hs_out + c->hs_len);
     c->hs_len += COC__PROOF_LEN;
     coc__conn_flush(c);
     pthread_mutex_unlock(&e->lock);
     return 0;
+}
+
+/*
+ * lock: another accepted, open connection from the same endpoint id, whose other end has
+ * not closed, or NULL. An endpoint dials each peer once (it reuses the connection, or an
+ * accepted one), so a second one while the first is alive is a second process claiming
+ * the id: refused, whatever it proved. One whose other end closed (its end of stream is
+ * waiting to be read) is being replaced: it is failed now, and the new one accepted.
+ */
+static const coc__conn *live_twin(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    for (size_t i = 0; i < COC__MAX_CONNS; i++) {
+        coc__conn *x = e->conns[i];
+        if (!x || x == c || x->outgoing || x->state != COC__CS_OPEN || x->bye ||
+            x->peer_id != c->peer_id)
+            continue;
+        char byte;
+        ssize_t n = recv(x->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+            return x;
+        coc__conn_fail(x, COC_EPEERLOST, "closed; replaced by a new connection");
+    }
+    return NULL;
+}
+
+int coc__hs_source_ok(coc__conn *c, const coc__hdr *h)
+{
+    /* a gateway forwards frames of other endpoints: their sources were checked where they
+     * entered the gateways (here, by this rule), and a gateway holds the job's secret */
+    if (h->source == c->peer_id || (c->theirs.flags & COC__HELLO_GATEWAY))
+        return 0;
+    pthread_mutex_lock(&c->e->lock);
+    coc__log(c->e, "%s sent a frame with source endpoint %u: only gateways send frames of "
+             "other endpoints", c->name, h->source);
+    pthread_mutex_unlock(&c->e->lock);
+    c->why = "a frame whose source is not the sending endpoint";
+    return COC_EPROTO;
 }
 
 int coc__hs_proof(coc__conn *c, const uint8_t *bytes)
@@ -97,12 +180,22 @@ int coc__hs_proof(coc__conn *c, const uint8_t *bytes)
     uint8_t want[COC__PROOF_LEN];
     const coc__hello *conn = c->outgoing ? &c->mine : &c->theirs;
     const coc__hello *acc = c->outgoing ? &c->theirs : &c->mine;
-    coc__proof(e->secret, e->cfg.secret_len, c->theirs.role, conn, acc, want);
+    coc__proof(c->pair_key, COC_KEY_LEN, c->theirs.role, conn, acc, want);
     if (!coc__ct_equal(want, bytes, COC__PROOF_LEN)) {
-        c->why = "wrong proof of the job's secret";
+        c->why = "wrong proof: it does not hold the key of the endpoint id it claims";
         return COC_EAUTH;
     }
     pthread_mutex_lock(&e->lock);
+    const coc__conn *twin = c->outgoing ? NULL : live_twin(c);
+    if (twin) {
+        c->duplicate = 1;
+        c->why = "a second connection claiming an endpoint id that is connected";
+        e->stats.duplicate_ids++;
+        coc__log(e, "%s refused: endpoint %u is connected already (%s) and alive; a second "
+                 "connection claiming its id is dropped", c->name, c->peer_id, twin->where);
+        pthread_mutex_unlock(&e->lock);
+        return COC_EAUTH;
+    }
     if (c->state != COC__CS_DEAD) {
         c->authed = 1;
         c->state = COC__CS_OPEN;

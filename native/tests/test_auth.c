@@ -1,6 +1,7 @@
 /* test_auth.c — strangers: a wrong secret, a non-coc client, a silent client, and an
- * authenticated peer that then sends garbage. Each is dropped, counted and logged, and
- * nothing it sent is delivered. */
+ * authenticated peer that then sends garbage; then identity: a frame with another
+ * endpoint's source, a second connection claiming a connected id, an engine holding only
+ * its issued keys. Each is dropped, counted and logged, and nothing it sent is delivered. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -61,9 +62,12 @@ static int log_has(coc_engine *e, const char *what)
     return strstr(log, what) != NULL;
 }
 
-/* Do the handshake by hand as endpoint `id` holding `secret`; returns the socket. */
+/* Do the handshake by hand as endpoint `id` with the key of (id, 2) derived from `secret`;
+ * returns the socket. */
 static int raw_peer(coc_engine *e, uint32_t id, const uint8_t *secret, size_t slen)
 {
+    uint8_t key[COC_KEY_LEN];
+    CHECK_RC(coc_pair_key(secret, slen, id, 0, 2, 0, key));
     int fd = raw_connect(e);
     coc__hello me = {.role = COC__ROLE_CONNECTOR, .id = id}, them;
     getrandom(me.nonce, sizeof me.nonce, 0);
@@ -72,7 +76,7 @@ static int raw_peer(coc_engine *e, uint32_t id, const uint8_t *secret, size_t sl
     CHECK(write(fd, b, sizeof b) == sizeof b);
     CHECK(read_n(fd, b, sizeof b) == sizeof b);
     CHECK(coc__hello_decode(b, &them, NULL) == 0 && them.id == 2);
-    coc__proof(secret, slen, COC__ROLE_CONNECTOR, &me, &them, proof);
+    coc__proof(key, sizeof key, COC__ROLE_CONNECTOR, &me, &them, proof);
     CHECK(write(fd, proof, sizeof proof) == sizeof proof);
     CHECK(read_n(fd, proof, sizeof proof) == sizeof proof);
     return fd;
@@ -171,6 +175,85 @@ int main(void)
     send_frame(fd, &h, "hello");
     CHECK(stat_wait(b, offsetof(coc_stats, protocol_errors), 3) == 3);
     close(fd);
+
+    /* 8. an authenticated endpoint writing another endpoint's id as the source */
+    fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
+    h = (coc__hdr){.type = COC__EAGER, .source = 5, .dest = 2, .tag = 4, .len = 5, .total = 5};
+    send_frame(fd, &h, "forge");
+    CHECK(stat_wait(b, offsetof(coc_stats, protocol_errors), 4) == 4);
+    CHECK(read_n(fd, junk, sizeof junk) == 0);
+    close(fd);
+    CHECK(log_has(b, "sent a frame with source endpoint 5"));
+
+    /* 9. a second connection claiming endpoint 9 while 9 is connected: refused, 9 still
+     * heard; once 9 has closed, a new connection for it is accepted */
+    fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
+    int twin = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
+    CHECK(read_n(twin, junk, sizeof junk) == 0);
+    close(twin);
+    CHECK(stat_wait(b, offsetof(coc_stats, duplicate_ids), 1) == 1);
+    CHECK(log_has(b, "endpoint 9 is connected already"));
+    h = (coc__hdr){.type = COC__EAGER, .source = 9, .dest = 2, .tag = 4, .len = 5, .total = 5};
+    send_frame(fd, &h, "still");
+    CHECK_RC(coc_irecv(b, 9, 0, 4, in, sizeof in, &r));
+    st = t_wait(r);
+    CHECK(st.error == 0 && memcmp(in, "still", 5) == 0);
+    coc_request_free(r);
+    close(fd);
+    usleep(100000);
+    fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
+    send_frame(fd, &h, "again");
+    CHECK_RC(coc_irecv(b, 9, 0, 4, in, sizeof in, &r));
+    st = t_wait(r);
+    CHECK(st.error == 0 && memcmp(in, "again", 5) == 0);
+    coc_request_free(r);
+    close(fd);
+    CHECK(stat_wait(b, offsetof(coc_stats, duplicate_ids), 1) == 1);
+
+    /* 10. an engine holding only its issued keys (no secret) talks to its peer 2, and
+     * refuses an id it holds no key for, even from a holder of the job's secret */
+    coc_peer_key issued = {.id = 2};
+    CHECK_RC(coc_pair_key(t_secret, sizeof t_secret - 1, 4, 0, 2, 0, issued.key));
+    coc_engine_config_init(&cfg);
+    cfg.self_id = 4;
+    cfg.keys = &issued;
+    cfg.nkeys = 1;
+    cfg.listen_host = "127.0.0.1";
+    coc_engine *k = NULL;
+    CHECK_RC(coc_engine_open(&cfg, &k));
+    t_know(k, 2, b, 1);
+    t_route(k, 2, 2);
+    CHECK_RC(coc_isend(k, 2, 0, 6, "keyed", 6, &s1));
+    CHECK_RC(coc_irecv(b, 4, 0, 6, in, sizeof in, &r));
+    st = t_wait(r);
+    CHECK(st.error == 0 && memcmp(in, "keyed", 6) == 0);
+    CHECK(t_wait(s1).error == 0);
+    coc_request_free(r);
+    coc_request_free(s1);
+    uint64_t before = stat_wait(k, offsetof(coc_stats, auth_failures), 0);
+    fd = raw_connect(k);
+    coc__hello claim = {.role = COC__ROLE_CONNECTOR, .id = 9};
+    uint8_t hb[COC__HELLO_LEN];
+    coc__hello_encode(&claim, hb);
+    CHECK(write(fd, hb, sizeof hb) == sizeof hb);
+    CHECK(read_n(fd, junk, sizeof junk) == COC__HELLO_LEN); /* its hello, no proof, EOF */
+    close(fd);
+    CHECK(stat_wait(k, offsetof(coc_stats, auth_failures), before + 1) == before + 1);
+    CHECK(log_has(k, "holds no key for"));
+    coc_engine_close(k);
+
+    /* 11. a secret and a key table at once, or neither, is refused */
+    cfg.secret = t_secret;
+    cfg.secret_len = sizeof t_secret - 1;
+    CHECK(coc_engine_open(&cfg, &k) == COC_EINVAL);
+    cfg.secret = NULL;
+    cfg.secret_len = 0;
+    cfg.nkeys = 0;
+    cfg.keys = NULL;
+    CHECK_RC(coc_engine_open(&cfg, &k)); /* an empty table: an endpoint with no peers */
+    coc_engine_close(k);
+    cfg.secret_len = 16;
+    CHECK(coc_engine_open(&cfg, &k) == COC_EINVAL);
 
     CHECK(coc_iprobe(b, COC_ANY_SOURCE, 0, COC_ANY_TAG, &st) == 0);
     coc_engine_close(b);
