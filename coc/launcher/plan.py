@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from coc import topology
+from coc import keys, topology
 from coc.errors import LaunchError
 from coc.launcher import latency, placement as placing
 from coc.launcher.environment import rank_environment
@@ -124,6 +124,34 @@ class Plan:
         return table
 
     @cached_property
+    def direct_peers(self):
+        """Return ``{endpoint: set of endpoints}``: who exchanges frames with whom directly.
+
+        A pair is direct when either one's route table names the other as a next hop (for
+        either size class). These are the pairs whose keys a rank is issued
+        (:mod:`coc.keys`): it can reach no other endpoint, nor be reached by one.
+        """
+        ends = [p.rank for p in self.placements] + [g.endpoint for g in self.gateways]
+        direct = {end: set() for end in ends}
+        for end in ends:
+            for hops in self.route_table(end).values():
+                for label in SIZE_CLASSES:
+                    for hop, _ in (hops[label] if isinstance(hops, dict) else hops):
+                        if hop != end:
+                            direct[end].add(hop)
+                            direct[hop].add(end)
+        return direct
+
+    def welcome(self, rank, secret):
+        """Return what rank ``rank`` learns first: its ids and the keys issued to it.
+
+        Never the job's secret: only K(rank, peer) for its direct peers (:mod:`coc.keys`).
+        """
+        gateways = {g.endpoint for g in self.gateways}
+        return {"rank": rank, "size": self.size, "self_id": rank, "job_id": self.job_id,
+                "keys": keys.issue(secret, rank, self.direct_peers[rank], gateways)}
+
+    @cached_property
     def _direct(self):
         return {label: Direct(self.topology, size) for label, size in SIZE_CLASSES.items()}
 
@@ -230,8 +258,7 @@ class Plan:
             "type": "job", "job_id": self.job_id, "site": site, "grace": grace, "hosts": hosts,
             "ranks": [{"rank": p.rank, "host": p.host, "argv": on(p.host, command),
                        "env": self.rank_env(p.rank), "stdin": p.rank == 0,
-                       "welcome": {"rank": p.rank, "size": self.size, "self_id": p.rank,
-                                   "job_id": self.job_id, "secret": secret.hex()}}
+                       "welcome": self.welcome(p.rank, secret)}
                       for p in self.placements if p.site == site],
             "gateways": [{"endpoint": g.endpoint, "host": g.host,
                           "argv": on(g.host, python_argv(GATEWAY_MODULE, python=spawner.python)),
