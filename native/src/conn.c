@@ -194,6 +194,24 @@ coc__conn *coc__conn_to(coc_engine *e, uint32_t hop, int *rc)
     return c;
 }
 
+/* Name an accepted connection's other end for log lines: its TCP address, or the process
+ * at the other end of a unix socket. */
+static void accepted_from(int fd, int unix_, char *where, size_t len)
+{
+    struct sockaddr_in sa;
+    struct ucred cred;
+    socklen_t n = unix_ ? sizeof cred : sizeof sa;
+    if (unix_ && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &n) == 0) {
+        snprintf(where, len, "unix from pid %d", (int)cred.pid);
+    } else if (!unix_ && getpeername(fd, (struct sockaddr *)&sa, &n) == 0 && sa.sin_family == AF_INET) {
+        char ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+        snprintf(where, len, "tcp from %s:%u", ip, ntohs(sa.sin_port));
+    } else {
+        snprintf(where, len, "%s, accepted", unix_ ? "unix" : "tcp");
+    }
+}
+
 int coc__conn_accept(coc_engine *e, int lfd, int unix_)
 {
     for (;;) {
@@ -204,16 +222,8 @@ int coc__conn_accept(coc_engine *e, int lfd, int unix_)
             coc__log(e, "accept failed: %s", coc_strerror(fd));
             return fd;
         }
-        char where[64] = "unix, accepted";
-        struct sockaddr_in sa;
-        socklen_t len = sizeof sa;
-        if (!unix_ && getpeername(fd, (struct sockaddr *)&sa, &len) == 0 && sa.sin_family == AF_INET) {
-            char ip[INET_ADDRSTRLEN] = "?";
-            inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
-            snprintf(where, sizeof where, "tcp from %s:%u", ip, ntohs(sa.sin_port));
-        } else if (!unix_) {
-            snprintf(where, sizeof where, "tcp, accepted");
-        }
+        char where[64];
+        accepted_from(fd, unix_, where, sizeof where);
         conn_new(e, fd, 0, unix_, 0, where);
     }
 }
