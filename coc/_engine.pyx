@@ -293,9 +293,11 @@ cdef class Request:
                 f"but the receive buffer holds only {self._size} bytes",
                 source=s.source, tag=s.tag, size=s.count, capacity=self._size)
         if err == c.COC_EAUTH:
-            address = self._engine._addresses.get(self._peer, "an unknown address")
+            address = self._engine._addresses.get(self._peer)
+            where = (f"endpoint {self._peer} at {address}" if address is not None
+                     else f"the next hop towards endpoint {self._peer}")
             raise _errors.AuthenticationError(
-                f"{self._what()}: endpoint {self._peer} at {address} failed authentication: "
+                f"{self._what()}: {where} failed authentication: "
                 "the two ends do not hold the same key for this pair of endpoints (is it part "
                 "of this job, and the endpoint it claims to be?)")
         if err == c.COC_EPEERLOST:
