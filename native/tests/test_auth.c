@@ -91,6 +91,30 @@ static void send_frame(int fd, const coc__hdr *h, const void *payload)
         CHECK(write(fd, payload, h->len) == (ssize_t)h->len);
 }
 
+/* Open an engine from cfg (listening on loopback) that routes to b (endpoint 2) directly. */
+static coc_engine *open_towards(coc_engine_config *cfg, coc_engine *b)
+{
+    coc_engine *e = NULL;
+    cfg->listen_host = "127.0.0.1";
+    CHECK_RC(coc_engine_open(cfg, &e));
+    t_know(e, 2, b, 1);
+    t_route(e, 2, 2);
+    return e;
+}
+
+/* Endpoint 9 sends text (5 bytes, tag 4) on fd; b must deliver it. */
+static void heard(coc_engine *b, int fd, const char *text)
+{
+    coc__hdr h = {.type = COC__EAGER, .source = 9, .dest = 2, .tag = 4, .len = 5, .total = 5};
+    char in[8] = {0};
+    coc_request *r;
+    send_frame(fd, &h, text);
+    CHECK_RC(coc_irecv(b, 9, 0, 4, in, sizeof in, &r));
+    coc_status st = t_wait(r);
+    CHECK(st.error == 0 && st.count == 5 && memcmp(in, text, 5) == 0);
+    coc_request_free(r);
+}
+
 int main(void)
 {
     t_handshake_ms = 2000;
@@ -103,11 +127,7 @@ int main(void)
     cfg.self_id = 3;
     cfg.secret = (const uint8_t *)"another-secret-of-16+bytes";
     cfg.secret_len = 26;
-    cfg.listen_host = "127.0.0.1";
-    coc_engine *x = NULL;
-    CHECK_RC(coc_engine_open(&cfg, &x));
-    t_know(x, 2, b, 1);
-    t_route(x, 2, 2);
+    coc_engine *x = open_towards(&cfg, b);
     coc_request *s1, *s2;
     static uint8_t big[1 << 20];
     CHECK_RC(coc_isend(x, 2, 0, 1, "secret data", 12, &s1));
@@ -145,14 +165,7 @@ int main(void)
 
     /* 5. a well-behaved raw peer is heard, then garbage gets it dropped */
     fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
-    coc__hdr h = {.type = COC__EAGER, .source = 9, .dest = 2, .tag = 4, .len = 5, .total = 5};
-    send_frame(fd, &h, "hello");
-    char in[8] = {0};
-    coc_request *r;
-    CHECK_RC(coc_irecv(b, 9, 0, 4, in, sizeof in, &r));
-    st = t_wait(r);
-    CHECK(st.error == 0 && st.count == 5 && memcmp(in, "hello", 5) == 0);
-    coc_request_free(r);
+    heard(b, fd, "hello");
     uint8_t garbage[COC__HDR_LEN];
     memset(garbage, 0x5a, sizeof garbage);
     CHECK(write(fd, garbage, sizeof garbage) == sizeof garbage);
@@ -163,7 +176,7 @@ int main(void)
 
     /* 6. a frame for someone else sent to an engine that does not forward */
     fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
-    h.dest = 77;
+    coc__hdr h = {.type = COC__EAGER, .source = 9, .dest = 77, .tag = 4, .len = 5, .total = 5};
     send_frame(fd, &h, "hello");
     CHECK(stat_wait(b, offsetof(coc_stats, protocol_errors), 2) == 2);
     close(fd);
@@ -193,20 +206,11 @@ int main(void)
     close(twin);
     CHECK(stat_wait(b, offsetof(coc_stats, duplicate_ids), 1) == 1);
     CHECK(log_has(b, "endpoint 9 is connected already"));
-    h = (coc__hdr){.type = COC__EAGER, .source = 9, .dest = 2, .tag = 4, .len = 5, .total = 5};
-    send_frame(fd, &h, "still");
-    CHECK_RC(coc_irecv(b, 9, 0, 4, in, sizeof in, &r));
-    st = t_wait(r);
-    CHECK(st.error == 0 && memcmp(in, "still", 5) == 0);
-    coc_request_free(r);
+    heard(b, fd, "still");
     close(fd);
-    usleep(100000);
+    usleep(100000); /* its end of stream reaches b's socket */
     fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
-    send_frame(fd, &h, "again");
-    CHECK_RC(coc_irecv(b, 9, 0, 4, in, sizeof in, &r));
-    st = t_wait(r);
-    CHECK(st.error == 0 && memcmp(in, "again", 5) == 0);
-    coc_request_free(r);
+    heard(b, fd, "again");
     close(fd);
     CHECK(stat_wait(b, offsetof(coc_stats, duplicate_ids), 1) == 1);
 
@@ -218,11 +222,9 @@ int main(void)
     cfg.self_id = 4;
     cfg.keys = &issued;
     cfg.nkeys = 1;
-    cfg.listen_host = "127.0.0.1";
-    coc_engine *k = NULL;
-    CHECK_RC(coc_engine_open(&cfg, &k));
-    t_know(k, 2, b, 1);
-    t_route(k, 2, 2);
+    coc_engine *k = open_towards(&cfg, b);
+    char in[8] = {0};
+    coc_request *r;
     CHECK_RC(coc_isend(k, 2, 0, 6, "keyed", 6, &s1));
     CHECK_RC(coc_irecv(b, 4, 0, 6, in, sizeof in, &r));
     st = t_wait(r);
