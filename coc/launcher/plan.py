@@ -131,15 +131,23 @@ class Plan:
         either size class). These are the pairs whose keys a rank is issued
         (:mod:`coc.keys`): it can reach no other endpoint, nor be reached by one.
         """
-        ends = [p.rank for p in self.placements] + [g.endpoint for g in self.gateways]
-        direct = {end: set() for end in ends}
-        for end in ends:
-            for hops in self.route_table(end).values():
-                for label in SIZE_CLASSES:
-                    for hop, _ in (hops[label] if isinstance(hops, dict) else hops):
-                        if hop != end:
-                            direct[end].add(hop)
-                            direct[hop].add(end)
+        ranks_on = {}
+        for p in self.placements:
+            ranks_on.setdefault(p.host, []).append(p.rank)
+        ends_on = {}
+        for end, host in self._endpoint_hosts.items():
+            ends_on.setdefault(host, []).append(end)
+        direct = {end: set() for end in self._endpoint_hosts}
+        for host, ends in ends_on.items():      # routes depend on the two hosts only
+            near = set()
+            for dst_host, ranks in ranks_on.items():
+                for size in SIZE_CLASSES.values():
+                    for hop, _ in self._next_hops(host, dst_host, None, size):
+                        near.update(ranks if hop is None else (hop,))
+            for end in ends:
+                for peer in near - {end}:
+                    direct[end].add(peer)
+                    direct[peer].add(end)
         return direct
 
     def welcome(self, rank, secret):
