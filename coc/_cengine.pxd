@@ -35,6 +35,16 @@ cdef extern from "coc/coc.h" nogil:
     int COC_SECRET_MIN
     int COC_SECRET_MAX
     int COC_ENGINE_FORWARD
+    int COC_KEY_LEN
+    int COC_PEER_GATEWAY
+
+    ctypedef struct coc_peer_key:
+        uint32_t id
+        uint32_t flags
+        uint8_t key[32]
+
+    int coc_pair_key(const uint8_t *secret, size_t secret_len, uint32_t a, uint32_t a_flags,
+                     uint32_t b, uint32_t b_flags, uint8_t *out)
     int COC_ENGINE_SHM
     int COC_ENGINE_NO_SHM
 
@@ -51,6 +61,8 @@ cdef extern from "coc/coc.h" nogil:
         uint32_t flags
         uint32_t handshake_timeout_ms
         int32_t spin_ns
+        const coc_peer_key *keys
+        size_t nkeys
 
     void coc_engine_config_init(coc_engine_config *cfg)
     int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
@@ -103,6 +115,7 @@ cdef extern from "coc/coc.h" nogil:
         uint64_t unexpected_bytes
         uint64_t forward_bytes_buffered
         uint64_t forward_bytes_buffered_max
+        uint64_t duplicate_ids
 
     int coc_engine_stats(coc_engine *e, coc_stats *st)
     int coc_engine_take_log(coc_engine *e, char *buf, size_t len)

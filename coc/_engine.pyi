@@ -1,6 +1,6 @@
 """Type stubs for coc._engine, the thin binding of coc's native engine."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from typing_extensions import Buffer, Self
@@ -8,6 +8,7 @@ from typing_extensions import Buffer, Self
 ANY_SOURCE: int
 ANY_TAG: int
 MAX_TAG: int
+KEY_LEN: int
 
 def strerror(rc: int) -> str: ...
 def error(rc: int, message: str, kind: type[BaseException] | None = None,
@@ -15,6 +16,8 @@ def error(rc: int, message: str, kind: type[BaseException] | None = None,
 def raise_for(rc: int, context: str | None = None) -> int: ...
 def version() -> str: ...
 def selftest() -> None: ...
+def pair_key(secret: bytes, a: int, b: int, *, a_gateway: bool = False,
+             b_gateway: bool = False) -> bytes: ...
 
 class Status:
     source: int
@@ -35,8 +38,9 @@ class Engine:
     def __init__(
         self,
         self_id: int,
-        secret: bytes,
+        secret: bytes | None = None,
         *,
+        keys: Mapping[int, tuple[bytes, bool]] | None = None,
         listen_host: str | None = None,
         port_range: tuple[int, int] = (0, 0),
         eager_limit: int = 0,

@@ -26,12 +26,13 @@ import warnings
 
 from coc import errors as _errors
 
-__all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "Engine", "Request", "Status", "strerror",
-           "error", "raise_for", "version", "selftest"]
+__all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "KEY_LEN", "Engine", "Request", "Status",
+           "strerror", "error", "raise_for", "version", "selftest", "pair_key"]
 
 ANY_SOURCE = c.COC_ANY_SOURCE
 ANY_TAG = c.COC_ANY_TAG
 MAX_TAG = c.COC_MAX_TAG
+KEY_LEN = c.COC_KEY_LEN
 # size classes of set_route (None: both)
 _SIZE_CLASSES = {None: -1, "small": c.COC_CLASS_SMALL, "large": c.COC_CLASS_LARGE}
 
@@ -90,6 +91,31 @@ def raise_for(int rc, str context=None):
 def version():
     """Return the native engine's version string."""
     return c.coc_version().decode()
+
+
+cdef const unsigned char[::1] _secret_bytes(object secret, object who) except *:
+    """Return ``secret`` as bytes of an allowed length, or raise ValueError naming ``who``."""
+    cdef const unsigned char[::1] key = bytes(memoryview(secret))  # bytes-like only
+    if not c.COC_SECRET_MIN <= key.shape[0] <= c.COC_SECRET_MAX:
+        raise ValueError(f"{who}: the job secret must be {c.COC_SECRET_MIN} to "
+                         f"{c.COC_SECRET_MAX} bytes, not {key.shape[0]}")
+    return key
+
+
+def pair_key(secret, a, b, *, a_gateway=False, b_gateway=False):
+    """Return K(a, b): the key endpoints ``a`` and ``b`` prove on their connection.
+
+    Derived from the job's secret by HMAC-SHA256 (``coc_pair_key`` in coc.h); the same for
+    (a, b) and (b, a). ``a_gateway``/``b_gateway`` say which end is a gateway daemon: the
+    kind is part of the key, so a rank cannot pass for a gateway. The launcher issues these
+    to ranks (:mod:`coc.keys`); ranks never hold the secret itself.
+    """
+    cdef const unsigned char[::1] s = _secret_bytes(secret, f"pair key of {a} and {b}")
+    cdef unsigned char out[32]
+    check(c.coc_pair_key(&s[0], s.shape[0], a, c.COC_PEER_GATEWAY if a_gateway else 0,
+                         b, c.COC_PEER_GATEWAY if b_gateway else 0, out),
+          f"pair key of {a} and {b}")
+    return out[:c.COC_KEY_LEN]
 
 
 def selftest():
@@ -274,10 +300,13 @@ cdef class Request:
                 f"but the receive buffer holds only {self._size} bytes",
                 source=s.source, tag=s.tag, size=s.count, capacity=self._size)
         if err == c.COC_EAUTH:
-            address = self._engine._addresses.get(self._peer, "an unknown address")
+            address = self._engine._addresses.get(self._peer)
+            where = (f"endpoint {self._peer} at {address}" if address is not None
+                     else f"the next hop towards endpoint {self._peer}")
             raise error(
-                err, f"{self._what()}: endpoint {self._peer} at {address} failed authentication: "
-                "the two ends do not hold the same job secret (is it part of this job?)")
+                err, f"{self._what()}: {where} failed authentication: "
+                "the two ends do not hold the same key for this pair of endpoints (is it part "
+                "of this job, and the endpoint it claims to be?)")
         if err == c.COC_EPEERLOST:
             peer = s.source if (not self._is_send and s.source >= 0) else self._peer
             raise error(err, f"{self._what()}: endpoint {peer} lost ({strerror(err)})",
@@ -357,6 +386,31 @@ cdef class Request:
         return f"<coc._engine.Request {self._what()} {state}>"
 
 
+cdef bytearray _key_table(unsigned int self_id, object keys):
+    """Return ``{peer id: (key, is_gateway)}`` as an array of coc_peer_key, checked."""
+    cdef bytearray table = bytearray(len(keys) * sizeof(c.coc_peer_key))
+    cdef c.coc_peer_key *k = <c.coc_peer_key *><char *>table if keys else NULL
+    cdef Py_ssize_t i = 0
+    for peer, entry in keys.items():
+        try:
+            value, gateway = entry
+            value = bytes(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"endpoint {self_id}: the key for peer {peer} must be "
+                             "(key bytes, is_gateway)") from None
+        if len(value) != c.COC_KEY_LEN:
+            raise ValueError(f"endpoint {self_id}: the key for peer {peer} must be "
+                             f"{c.COC_KEY_LEN} bytes, not {len(value)}")
+        if peer == self_id:
+            raise ValueError(f"endpoint {self_id}: a key for itself was given")
+        k[i].id = peer
+        k[i].flags = c.COC_PEER_GATEWAY if gateway else 0
+        for j in range(c.COC_KEY_LEN):
+            k[i].key[j] = value[j]
+        i += 1
+    return table
+
+
 cdef class Engine:
     """This process's endpoint of a coc job: connections, matching and forwarding.
 
@@ -364,8 +418,16 @@ cdef class Engine:
     ----------
     self_id : int
         The endpoint id, unique in the job.
-    secret : bytes
-        The job's secret (16 to 64 bytes); every connection proves both ends hold it.
+    secret : bytes, optional
+        The job's secret (16 to 64 bytes), for a trusted process (a gateway daemon, a
+        job of one machine): the engine derives the key of every pair of endpoints from
+        it (:func:`pair_key`), so it can talk to any endpoint.
+    keys : mapping, optional
+        Instead of the secret, for a rank: ``{peer id: (key, is_gateway)}``, the keys the
+        launcher issued for the peers this endpoint may talk to directly (:mod:`coc.keys`).
+        Every connection proves the key of its two endpoints, so this engine can claim no
+        id but ``self_id`` and reach no peer it holds no key for. Give exactly one of
+        ``secret`` and ``keys``.
     listen_host : str, optional
         IP address to listen on for TCP; None opens no TCP listener.
     port_range : (int, int)
@@ -400,23 +462,29 @@ cdef class Engine:
         self._exited = {}
         self._sweep_at = 64
 
-    def __init__(self, self_id, secret, *, listen_host=None, port_range=(0, 0),
-                 eager_limit=0, fragment_size=0, forward_window=0, forward=False,
-                 handshake_timeout_ms=0, spin_ns=0, shm=None):
+    def __init__(self, self_id, secret=None, *, keys=None, listen_host=None,
+                 port_range=(0, 0), eager_limit=0, fragment_size=0, forward_window=0,
+                 forward=False, handshake_timeout_ms=0, spin_ns=0, shm=None):
         cdef c.coc_engine_config cfg
         cdef c.coc_engine *e = NULL
-        cdef const unsigned char[::1] key = bytes(memoryview(secret))  # bytes-like only
+        cdef const unsigned char[::1] key
         cdef bytes host = None if listen_host is None else listen_host.encode()
+        cdef bytearray table = bytearray()
         cdef int rc
-        if not c.COC_SECRET_MIN <= key.shape[0] <= c.COC_SECRET_MAX:
-            raise ValueError(f"endpoint {self_id}: the job secret must be "
-                             f"{c.COC_SECRET_MIN} to {c.COC_SECRET_MAX} bytes, "
-                             f"not {key.shape[0]}")
+        if (secret is None) == (keys is None):
+            raise ValueError(f"endpoint {self_id}: give the job secret (a trusted process) "
+                             "or the keys issued to this endpoint, not both or neither")
         port_min, port_max = port_range
         c.coc_engine_config_init(&cfg)
         cfg.self_id = self_id
-        cfg.secret = &key[0]
-        cfg.secret_len = key.shape[0]
+        if secret is not None:
+            key = _secret_bytes(secret, f"endpoint {self_id}")
+            cfg.secret = &key[0]
+            cfg.secret_len = key.shape[0]
+        else:
+            table = _key_table(self_id, keys)
+            cfg.keys = <const c.coc_peer_key *><char *>table if table else NULL
+            cfg.nkeys = len(table) // sizeof(c.coc_peer_key)
         if host is not None:
             cfg.listen_host = host
         cfg.port_min, cfg.port_max = port_min, port_max

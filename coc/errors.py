@@ -113,7 +113,7 @@ class ProtocolError(EngineError):
 
 
 class AuthenticationError(EngineError):
-    """A peer failed to prove it holds the job's secret."""
+    """A peer failed to prove the key of the endpoint id it claims (docs/security.md)."""
 
 
 class TruncationError(EngineError):

@@ -2,11 +2,12 @@
 
 ``coc-run``'s site agent gives every rank one end of a socket pair, inherited as the file
 descriptor named by ``COC_CONTROL_FD``, and writes a *welcome* on it at once: the rank's
-endpoint id and the job's secret, which the engine needs to open. ``coc.init()`` then calls
+endpoint id and the keys issued to it (:mod:`coc.keys`: one per peer it talks to directly;
+never the job's secret), which the engine needs to open. ``coc.init()`` then calls
 :func:`credentials` (open the engine with them) and :func:`rendezvous` with the engine's
 address; that blocks until every rank and gateway daemon of the job has sent its address,
-and returns the peers and the route table. The secret never appears in the environment or
-on a command line.
+and returns the peers and the route table. The keys never appear in the environment or on
+a command line.
 
 The socket stays open for the rest of the job: :func:`serve_control` answers ``status``
 requests (what the engine has moved, which operations are pending: coc-run's watchdog) and
@@ -27,8 +28,8 @@ import subprocess
 import sys
 import threading
 
+from coc import keys, protocol
 from coc.errors import CocError, ControlError, LaunchError
-from coc import protocol
 from coc.routes import delay_table, parse_routes
 
 __all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "serve_control",
@@ -82,7 +83,7 @@ def _socket(environ):
 
 
 def credentials(environ=None):
-    """Return what opening the engine needs: this endpoint's id and the job's secret.
+    """Return what opening the engine needs: this endpoint's id and the keys issued to it.
 
     Parameters
     ----------
@@ -93,7 +94,8 @@ def credentials(environ=None):
     -------
     dict
         ``rank``, ``size``, ``self_id`` (the engine's endpoint id), ``job_id`` and
-        ``secret`` (bytes).
+        ``keys`` (``{peer id: (key bytes, is_gateway)}``, :class:`coc._engine.Engine`'s
+        ``keys``).
 
     Raises
     ------
@@ -102,9 +104,13 @@ def credentials(environ=None):
     """
     if _state["welcome"] is None:
         welcome = _receive(_socket(environ), "welcome")
+        try:
+            issued = keys.table(welcome.get("keys"), "the welcome from coc-run's agent")
+        except ValueError as exc:
+            raise ControlError(str(exc)) from None
         _state["welcome"] = {"rank": welcome["rank"], "size": welcome["size"],
                              "self_id": welcome["self_id"], "job_id": welcome["job_id"],
-                             "secret": bytes.fromhex(welcome["secret"])}
+                             "keys": issued}
     return dict(_state["welcome"])
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from coc import keys
 from coc.errors import CocError
 from coc.gateway import GatewayProcess, apply_update
 from coc.routes import parse_routes
@@ -154,11 +155,17 @@ def tcp_only(address):
 
 
 class _PyEndpoint:
-    """A benchmark endpoint in Python (``python -m coc.bench.engine``), via the binding."""
+    """A benchmark endpoint in Python (``python -m coc.bench.engine``), via the binding.
 
-    def __init__(self, node, role, specs, secret, options, prefix, timeout, log):
+    Like a rank, it holds only the key issued for its one neighbour on the chain, never the
+    secret (:mod:`coc.keys`).
+    """
+
+    def __init__(self, node, role, specs, secret, options, prefix, timeout, log, neighbour):
+        issued = keys.issue(secret, node, [neighbour],
+                            {neighbour} if neighbour >= FIRST_GATEWAY else set())
         self.proc = GatewayProcess({"self_id": node, "role": role, "specs": specs,
-                                    "secret": secret, "listen_host": "127.0.0.1",
+                                    "keys": issued, "listen_host": "127.0.0.1",
                                     "options": options}, module=__name__, prefix=prefix,
                                    timeout=timeout, stderr=log)
         self.address = self.proc.address
@@ -180,7 +187,7 @@ class _PyEndpoint:
 class _CEndpoint:
     """A benchmark endpoint in C (``native/tools/coc_enginepong.c``), without Python."""
 
-    def __init__(self, node, role, specs, secret, options, prefix, timeout, log):
+    def __init__(self, node, role, specs, secret, options, prefix, timeout, log, neighbour):
         knobs = [options.get(k, 0) for k in ("eager_limit", "fragment_size", "forward_window",
                                              "spin_ns")]
         peer = ECHO if node == CLIENT else CLIENT
@@ -226,15 +233,16 @@ def run_coc(gateways, specs, *, prefix=(), options=None, transport="tcp", endpoi
     kind = _PyEndpoint if endpoints == "python" else _CEndpoint
     procs = {}
     log = tempfile.TemporaryFile()  # everyone's stderr, shown only when something fails
+    gw_ids = [FIRST_GATEWAY + i for i in range(gateways)]
+    chain = [CLIENT, *gw_ids, ECHO]
     try:
-        for node, role in ((ECHO, "echo"), (CLIENT, "client")):
-            procs[node] = kind(node, role, specs, secret, options, prefix, timeout, log)
-        gw_ids = [FIRST_GATEWAY + i for i in range(gateways)]
+        for node, role, neighbour in ((ECHO, "echo", chain[-2]), (CLIENT, "client", chain[1])):
+            procs[node] = kind(node, role, specs, secret, options, prefix, timeout, log,
+                               neighbour)
         for node in gw_ids:
             procs[node] = GatewayProcess({"self_id": node, "secret": secret,
                                           "options": options}, prefix=prefix,
                                          timeout=timeout, stderr=log)
-        chain = [CLIENT, *gw_ids, ECHO]
         pick = tcp_only if transport == "tcp" else str
         tables = chain_tables(chain, {n: pick(p.address) for n, p in procs.items()})
         for node in gw_ids:
@@ -518,7 +526,7 @@ def _endpoint_main():
 
     cfg = json.loads(sys.stdin.readline())
     peer = ECHO if cfg["self_id"] == CLIENT else CLIENT
-    with _engine.Engine(cfg["self_id"], bytes.fromhex(cfg["secret"]),
+    with _engine.Engine(cfg["self_id"], keys=keys.table(cfg["keys"], "benchmark endpoint"),
                         listen_host=cfg["listen_host"], **cfg.get("options", {})) as eng:
         reply({"address": eng.address})
         update = json.loads(sys.stdin.readline())

@@ -5,8 +5,9 @@ it holds (NumPy arrays, bytearrays, ...), which travel as separate messages stra
 and into their own memory: a large array inside an object is never copied into the stream.
 Buffers smaller than :data:`INBAND_LIMIT` stay in the stream (one message beats two).
 
-Every message reaching here came over an authenticated connection (the engine checks the
-job's secret on every connection before it delivers anything). On top of that,
+Every message reaching here came over an authenticated connection, from the endpoint it
+names as its source (the engine checks each connection's pair key and each frame's source
+before it delivers anything). On top of that,
 :func:`set_unpickler` switches on a restricted unpickler that builds only plain data:
 builtin containers and scalars and NumPy arrays, never arbitrary classes or callables, plus
 the classes the user allows; what its constructors allocate is bounded by the message's size.

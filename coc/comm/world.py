@@ -125,7 +125,7 @@ def _open_under_coc_run():
     if me["self_id"] != me["rank"]:
         raise LaunchError(f"endpoint id {me['self_id']} differs from rank {me['rank']}",
                           rank=me["rank"])
-    eng = native.Engine(me["self_id"], me["secret"],
+    eng = native.Engine(me["self_id"], keys=me["keys"],
                         listen_host=os.environ.get("COC_LISTEN_HOST", "127.0.0.1"),
                         port_range=environ_port_range(os.environ),
                         spin_ns=int(os.environ.get("COC_SPIN_NS", "0")))

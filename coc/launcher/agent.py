@@ -205,7 +205,7 @@ class Agent:
                           welcome=None):
         """Start one rank or gateway daemon in its own process group and watch it.
 
-        A rank finds ``welcome`` (its endpoint id and the job's secret) waiting on its
+        A rank finds ``welcome`` (its endpoint id and its issued keys) waiting on its
         rendezvous socket; a gateway daemon reads ``config`` as its first stdin line.
         """
         environment = {**os.environ, **env}

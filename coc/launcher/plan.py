@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from coc import topology
+from coc import keys, topology
 from coc.errors import LaunchError
 from coc.launcher import latency, placement as placing
 from coc.launcher.environment import rank_environment
@@ -125,6 +125,42 @@ class Plan:
                                 for size in SIZE_CLASSES.values())
                 table[p.rank] = small if small == large else {"small": small, "large": large}
         return table
+
+    @cached_property
+    def direct_peers(self):
+        """Return ``{endpoint: set of endpoints}``: who exchanges frames with whom directly.
+
+        A pair is direct when either one's route table names the other as a next hop (for
+        either size class). These are the pairs whose keys a rank is issued
+        (:mod:`coc.keys`): it can reach no other endpoint, nor be reached by one.
+        """
+        ranks_on = {}
+        for p in self.placements:
+            ranks_on.setdefault(p.host, []).append(p.rank)
+        ends_on = {}
+        for end, host in self._endpoint_hosts.items():
+            ends_on.setdefault(host, []).append(end)
+        direct = {end: set() for end in self._endpoint_hosts}
+        for host, ends in ends_on.items():      # routes depend on the two hosts only
+            near = set()
+            for dst_host, ranks in ranks_on.items():
+                for size in SIZE_CLASSES.values():
+                    for hop, _ in self._next_hops(host, dst_host, None, size):
+                        near.update(ranks if hop is None else (hop,))
+            for end in ends:
+                for peer in near - {end}:
+                    direct[end].add(peer)
+                    direct[peer].add(end)
+        return direct
+
+    def welcome(self, rank, secret):
+        """Return what rank ``rank`` learns first: its ids and the keys issued to it.
+
+        Never the job's secret: only K(rank, peer) for its direct peers (:mod:`coc.keys`).
+        """
+        gateways = {g.endpoint for g in self.gateways}
+        return {"rank": rank, "size": self.size, "self_id": rank, "job_id": self.job_id,
+                "keys": keys.issue(secret, rank, self.direct_peers[rank], gateways)}
 
     @cached_property
     def _direct(self):
@@ -322,8 +358,7 @@ class Plan:
             "hold_ranks": bool(self.dials),
             "ranks": [{"rank": p.rank, "host": p.host, "argv": on(p.host, command),
                        "env": self.rank_env(p.rank), "stdin": p.rank == 0,
-                       "welcome": {"rank": p.rank, "size": self.size, "self_id": p.rank,
-                                   "job_id": self.job_id, "secret": secret.hex()}}
+                       "welcome": self.welcome(p.rank, secret)}
                       for p in self.placements if p.site == site],
             "gateways": [{"endpoint": g.endpoint, "host": g.host,
                           "argv": on(g.host, python_argv(GATEWAY_MODULE, python=spawner.python)),

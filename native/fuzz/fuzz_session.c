@@ -79,7 +79,9 @@ static int handshake(int fd)
     }
     if (coc__hello_decode(b, &them, NULL) < 0)
         return -1;
-    coc__proof(secret, sizeof secret - 1, COC__ROLE_CONNECTOR, &me, &them, proof);
+    uint8_t key[COC_KEY_LEN];
+    coc_pair_key(secret, sizeof secret - 1, me.id, 0, them.id, 0, key);
+    coc__proof(key, sizeof key, COC__ROLE_CONNECTOR, &me, &them, proof);
     return write(fd, proof, sizeof proof) == sizeof proof ? 0 : -1;
 }
 

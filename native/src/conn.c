@@ -1,6 +1,6 @@
 /*
- * conn.c — one connection: set-up (connect/accept), the handshake, reading and parsing
- * frames, and writing the send queue.
+ * conn.c — one connection: set-up (connect/accept), reading and parsing frames, and
+ * writing the send queue. Its first bytes, the handshake, are handshake.c's.
  *
  * Writing (under e->lock) batches queued frames into one sendmsg. A caller whose frame
  * finds the queue empty writes it itself (coc__conn_send), so a small message leaves
@@ -8,7 +8,9 @@
  * buffer and parses frames from it; a large payload whose destination is known is read
  * straight into place (the user's buffer, or the forwarding buffer).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,6 @@
 
 #include "engine.h"
 #include "poller.h"
-#include "sha256.h"
 #include "sock.h"
 
 #define IOV_MAX_BATCH 16
@@ -71,7 +72,9 @@ void coc__conn_fail(coc__conn *c, int err, const char *why)
     c->err = err;
     c->why = why;
     coc__poll_del(e->pfd, c->fd);
-    if (err == COC_EAUTH) {
+    if (c->duplicate) {
+        /* counted and logged by the handshake, which names both connections */
+    } else if (err == COC_EAUTH) {
         e->stats.auth_failures++;
         coc__log(e, "%s failed authentication (%s); dropped, nothing it sent was delivered", c->name,
                  why);
@@ -93,33 +96,6 @@ static void shm_unmap(coc__conn *c)
     if (c->shm_fd >= 0)
         close(c->shm_fd);
     c->shm_fd = -1;
-}
-
-/* Map a segment's two rings: the connector writes ring 0, the acceptor ring 1. */
-static int shm_map(coc__conn *c, int fd, size_t size)
-{
-    int rc = coc__ring_map(&c->tx, fd, size, !c->outgoing);
-    if (rc >= 0)
-        rc = coc__ring_map(&c->rx, fd, size, c->outgoing);
-    if (rc < 0)
-        coc__ring_unmap(&c->tx);
-    return rc;
-}
-
-/* Connector to a same-host peer: offer a shared-memory segment with the hello; on any
- * failure the connection simply stays on the socket. */
-static void shm_offer(coc__conn *c)
-{
-    int fd = coc__shm_create(c->e->shm_ring);
-    int rc = fd < 0 ? fd : shm_map(c, fd, c->e->shm_ring);
-    if (rc < 0) {
-        if (fd >= 0)
-            close(fd);
-        coc__log(c->e, "%s: no shared memory (%s); using the socket", c->name, coc_strerror(rc));
-        return;
-    }
-    c->shm_fd = fd;
-    c->mine.flags |= COC__HELLO_SHM;
 }
 
 static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint32_t peer_id,
@@ -145,6 +121,7 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
     c->state = outgoing ? COC__CS_CONNECTING : COC__CS_HANDSHAKE;
     c->rstate = COC__RX_HELLO;
     c->deadline_ns = coc__now_ns() + (uint64_t)e->cfg.handshake_timeout_ms * 1000000u;
+    snprintf(c->where, sizeof c->where, "%s", where);
     if (outgoing)
         snprintf(c->name, sizeof c->name, "endpoint %u (%s)", peer_id, where);
     else
@@ -153,7 +130,7 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
     c->mine.role = outgoing ? COC__ROLE_CONNECTOR : COC__ROLE_ACCEPTOR;
     c->mine.flags = e->forward ? COC__HELLO_GATEWAY : 0;
     if (outgoing && unix_ && e->shm_ring)
-        shm_offer(c);
+        coc__hs_shm_offer(c);
     c->mine.id = e->self;
     if (getrandom(c->mine.nonce, sizeof c->mine.nonce, 0) != sizeof c->mine.nonce) {
         shm_unmap(c);
@@ -217,6 +194,24 @@ coc__conn *coc__conn_to(coc_engine *e, uint32_t hop, int *rc)
     return c;
 }
 
+/* Name an accepted connection's other end for log lines: its TCP address, or the process
+ * at the other end of a unix socket. */
+static void accepted_from(int fd, int unix_, char *where, size_t len)
+{
+    struct sockaddr_in sa;
+    struct ucred cred;
+    socklen_t n = unix_ ? sizeof cred : sizeof sa;
+    if (unix_ && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &n) == 0) {
+        snprintf(where, len, "unix from pid %d", (int)cred.pid);
+    } else if (!unix_ && getpeername(fd, (struct sockaddr *)&sa, &n) == 0 && sa.sin_family == AF_INET) {
+        char ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+        snprintf(where, len, "tcp from %s:%u", ip, ntohs(sa.sin_port));
+    } else {
+        snprintf(where, len, "%s, accepted", unix_ ? "unix" : "tcp");
+    }
+}
+
 int coc__conn_accept(coc_engine *e, int lfd, int unix_)
 {
     for (;;) {
@@ -227,98 +222,10 @@ int coc__conn_accept(coc_engine *e, int lfd, int unix_)
             coc__log(e, "accept failed: %s", coc_strerror(fd));
             return fd;
         }
-        conn_new(e, fd, 0, unix_, 0, unix_ ? "unix" : "tcp");
+        char where[64];
+        accepted_from(fd, unix_, where, sizeof where);
+        conn_new(e, fd, 0, unix_, 0, where);
     }
-}
-
-/* ---- handshake ------------------------------------------------------------------------- */
-
-static int hs_hello(coc__conn *c, const uint8_t *bytes)
-{
-    coc_engine *e = c->e;
-    const char *why = NULL;
-    if (coc__hello_decode(bytes, &c->theirs, &why) < 0) {
-        c->why = why;
-        return COC_EAUTH;
-    }
-    if (c->theirs.role == c->mine.role) {
-        c->why = "both ends claim the same role";
-        return COC_EAUTH;
-    }
-    if (c->outgoing && c->theirs.id != c->peer_id) {
-        c->why = "the endpoint at that address has another id";
-        return COC_EAUTH;
-    }
-    if (!c->outgoing && (c->theirs.flags & COC__HELLO_SHM)) {
-        /* the segment came with the hello (SCM_RIGHTS); used only once the proofs pass */
-        int fd = c->shm_fd;
-        c->shm_fd = -1;
-        int64_t size = fd >= 0 && c->unix_ ? coc__shm_ring_size(fd) : COC_EINVAL;
-        int rc = size < 0 ? (int)size : shm_map(c, fd, (size_t)size);
-        if (fd >= 0)
-            close(fd);
-        if (rc < 0) {
-            c->why = "shared memory offered but not usable";
-            return COC_EPROTO;
-        }
-    } else if (c->shm_fd >= 0 && !c->outgoing) {
-        close(c->shm_fd); /* an fd nobody announced */
-        c->shm_fd = -1;
-    }
-    if (!c->outgoing) {
-        c->peer_id = c->theirs.id;
-        snprintf(c->name, sizeof c->name, "endpoint %u (%s)", c->peer_id,
-                 c->unix_ ? "unix" : "tcp, accepted");
-    }
-    const coc__hello *conn = c->outgoing ? &c->mine : &c->theirs;
-    const coc__hello *acc = c->outgoing ? &c->theirs : &c->mine;
-    pthread_mutex_lock(&e->lock);
-    coc__proof(e->secret, e->cfg.secret_len, c->mine.role, conn, acc, c->hs_out + c->hs_len);
-    c->hs_len += COC__PROOF_LEN;
-    coc__conn_flush(c);
-    pthread_mutex_unlock(&e->lock);
-    return 0;
-}
-
-static int hs_proof(coc__conn *c, const uint8_t *bytes)
-{
-    coc_engine *e = c->e;
-    uint8_t want[COC__PROOF_LEN];
-    const coc__hello *conn = c->outgoing ? &c->mine : &c->theirs;
-    const coc__hello *acc = c->outgoing ? &c->theirs : &c->mine;
-    coc__proof(e->secret, e->cfg.secret_len, c->theirs.role, conn, acc, want);
-    if (!coc__ct_equal(want, bytes, COC__PROOF_LEN)) {
-        c->why = "wrong proof of the job's secret";
-        return COC_EAUTH;
-    }
-    pthread_mutex_lock(&e->lock);
-    if (c->state != COC__CS_DEAD) {
-        c->authed = 1;
-        c->state = COC__CS_OPEN;
-        e->nhandshaking--;
-        e->stats.connections_open++;
-        coc__peer *p = coc__map_get(&e->peers, c->peer_id);
-        if (!p && (p = calloc(1, sizeof *p)) != NULL) {
-            p->id = c->peer_id;
-            if (coc__map_put(&e->peers, p->id, p) < 0) {
-                free(p);
-                p = NULL;
-            }
-        }
-        if (p && !coc__conn_get(e, p->conn_key)) {
-            p->conn_key = c->key; /* reuse an accepted connection for sending back */
-            c->delay_ns = p->delay_ns;
-        }
-        if (c->tx.ctl) {
-            c->ring = 1;
-            c->next_shm = e->shm;
-            e->shm = c;
-            coc__log(e, "%s: shared memory, %zu KiB rings", c->name, c->rx.size >> 10);
-        }
-        coc__conn_flush(c);
-    }
-    pthread_mutex_unlock(&e->lock);
-    return 0;
 }
 
 /* ---- reading --------------------------------------------------------------------------- */
@@ -388,6 +295,8 @@ static int frame_header(coc__conn *c)
         return COC_EPROTO;
     }
     c->rpos += COC__HDR_LEN;
+    if (coc__hs_source_ok(c, &c->rh) < 0)
+        return COC_EPROTO;
     if (c->rh.dest != c->e->self) {
         if (!c->e->forward) {
             c->why = "frame for another endpoint, and this one does not forward";
@@ -430,7 +339,7 @@ int coc__conn_parse(coc__conn *c)
             if (avail < COC__HELLO_LEN)
                 return 0;
             c->rpos += COC__HELLO_LEN;
-            if ((rc = hs_hello(c, c->rbuf + c->rpos - COC__HELLO_LEN)) < 0)
+            if ((rc = coc__hs_hello(c, c->rbuf + c->rpos - COC__HELLO_LEN)) < 0)
                 return rc;
             c->rstate = COC__RX_PROOF;
             break;
@@ -438,7 +347,7 @@ int coc__conn_parse(coc__conn *c)
             if (avail < COC__PROOF_LEN)
                 return 0;
             c->rpos += COC__PROOF_LEN;
-            if ((rc = hs_proof(c, c->rbuf + c->rpos - COC__PROOF_LEN)) < 0)
+            if ((rc = coc__hs_proof(c, c->rbuf + c->rpos - COC__PROOF_LEN)) < 0)
                 return rc;
             c->rstate = COC__RX_HDR;
             if (c->ring)
@@ -479,30 +388,6 @@ static void doorbell(coc__conn *c)
     }
 }
 
-/* The acceptor's first bytes: the hello may carry a shared-memory segment. */
-static ssize_t recv_hello(coc__conn *c, uint8_t *dst, size_t want)
-{
-    union { struct cmsghdr h; char buf[CMSG_SPACE(4 * sizeof(int))]; } ctl;
-    struct iovec iov = {dst, want};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-                        .msg_controllen = sizeof ctl.buf};
-    ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
-    for (struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-            continue;
-        size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < nfd; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-            if (c->shm_fd < 0)
-                c->shm_fd = fd;
-            else
-                close(fd); /* one segment per connection */
-        }
-    }
-    return n;
-}
-
 /* Bytes of the stream into dst: > 0 read, 0 end of stream, -1 with errno. */
 static ssize_t rx_bytes(coc__conn *c, uint8_t *dst, size_t want)
 {
@@ -517,7 +402,7 @@ static ssize_t rx_bytes(coc__conn *c, uint8_t *dst, size_t want)
         return -1;
     }
     if (c->rstate == COC__RX_HELLO && c->unix_ && !c->outgoing)
-        return recv_hello(c, dst, want);
+        return coc__hs_recv_hello(c, dst, want);
     return read(c->fd, dst, want);
 }
 
@@ -549,7 +434,9 @@ static int conn_read(coc__conn *c)
             return -errno;
         }
         if (n == 0) {
-            c->why = c->rstate == COC__RX_PAYLOAD ? "closed in the middle of a frame" : "closed";
+            c->why = c->rstate == COC__RX_PAYLOAD ? "closed in the middle of a frame"
+                     : !c->authed ? "closed during the handshake: the peer refused it (its log says why)"
+                                  : "closed";
             return COC_EPEERLOST;
         }
         if (direct) {
@@ -776,53 +663,12 @@ static ssize_t tx_bytes(coc__conn *c, struct iovec *iov, int cnt)
     }
 }
 
-/* The connector's hello carries its shared-memory segment (once sent, our copy of the
- * fd is closed; the mapping stays). */
-static ssize_t send_hello(coc__conn *c)
-{
-    struct iovec iov = {c->hs_out + c->hs_off, c->hs_len - c->hs_off};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } ctl;
-    if (c->shm_fd >= 0 && c->hs_off == 0) {
-        memset(&ctl, 0, sizeof ctl);
-        mh.msg_control = ctl.buf;
-        mh.msg_controllen = sizeof ctl.buf;
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &c->shm_fd, sizeof(int));
-    }
-    ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
-    if (n > 0 && c->shm_fd >= 0) {
-        close(c->shm_fd);
-        c->shm_fd = -1;
-    }
-    return n;
-}
-
-static int write_handshake(coc__conn *c)
-{
-    while (c->hs_off < c->hs_len) {
-        ssize_t n = send_hello(c);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return 1;
-            return -errno;
-        }
-        c->hs_off += (size_t)n;
-    }
-    return 0;
-}
-
 void coc__conn_flush(coc__conn *c)
 {
     coc_engine *e = c->e;
     if (c->state == COC__CS_DEAD || c->state == COC__CS_CONNECTING)
         return;
-    int rc = write_handshake(c);
+    int rc = coc__hs_write(c);
     if (rc < 0) {
         coc__conn_fail(c, rc, "write failed");
         return;

@@ -302,6 +302,10 @@ static void engine_free(coc_engine *e)
     pthread_mutex_destroy(&e->lock);
     pthread_mutex_destroy(&e->spin_lock);
     pthread_cond_destroy(&e->cond);
+    explicit_bzero(e->secret, sizeof e->secret);
+    if (e->keys)
+        explicit_bzero(e->keys, e->nkeys * sizeof *e->keys);
+    free(e->keys);
     free(e);
 }
 
@@ -325,18 +329,55 @@ static size_t shm_ring(uint32_t flags, int forward)
     return on && !forward ? (size_t)bytes : 0;
 }
 
+static int key_order(const void *a, const void *b)
+{
+    uint32_t x = ((const coc_peer_key *)a)->id, y = ((const coc_peer_key *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* Exactly one of a secret and a key table; ids in the table unique, flags known. */
+static int identity_valid(const coc_engine_config *cfg)
+{
+    if (cfg->secret)
+        return !cfg->keys && !cfg->nkeys && cfg->secret_len >= COC_SECRET_MIN &&
+               cfg->secret_len <= COC_SECRET_MAX;
+    if (cfg->secret_len || (!cfg->keys && cfg->nkeys) || cfg->nkeys > UINT32_MAX)
+        return 0;
+    for (size_t i = 0; i < cfg->nkeys; i++)
+        if (cfg->keys[i].flags & ~(uint32_t)COC_PEER_GATEWAY || cfg->keys[i].id == cfg->self_id)
+            return 0;
+    return 1;
+}
+
 int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
 {
-    if (!cfg || !out || !cfg->secret || cfg->secret_len < COC_SECRET_MIN ||
-        cfg->secret_len > COC_SECRET_MAX || cfg->fragment_size > COC__MAX_PAYLOAD ||
+    if (!cfg || !out || !identity_valid(cfg) || cfg->fragment_size > COC__MAX_PAYLOAD ||
         cfg->eager_limit > COC__MAX_PAYLOAD)
         return COC_EINVAL;
     coc_engine *e = calloc(1, sizeof *e);
     if (!e)
         return -ENOMEM;
     e->cfg = *cfg;
-    memcpy(e->secret, cfg->secret, cfg->secret_len);
-    e->cfg.secret = e->secret;
+    if (cfg->nkeys) {
+        e->keys = malloc(cfg->nkeys * sizeof *e->keys);
+        if (!e->keys) {
+            free(e);
+            return -ENOMEM;
+        }
+        memcpy(e->keys, cfg->keys, cfg->nkeys * sizeof *e->keys);
+        qsort(e->keys, cfg->nkeys, sizeof *e->keys, key_order);
+        for (size_t i = 1; i < cfg->nkeys; i++)
+            if (e->keys[i].id == e->keys[i - 1].id) {
+                free(e->keys);
+                free(e);
+                return COC_EINVAL; /* one key per peer */
+            }
+        e->nkeys = cfg->nkeys;
+    }
+    e->cfg.keys = NULL; /* not kept: the caller's array (e->keys is the copy) */
+    if (cfg->secret)
+        memcpy(e->secret, cfg->secret, cfg->secret_len);
+    e->cfg.secret = cfg->secret ? e->secret : NULL;
     e->cfg.listen_host = NULL; /* not kept: the caller's string */
     if (!e->cfg.fragment_size)
         e->cfg.fragment_size = COC__DEFAULT_FRAGMENT;

@@ -1,7 +1,7 @@
 /*
  * engine.h — the engine's internal structures, shared by engine.c (API, progress thread,
- * requests), conn.c (connections: handshake, reading, writing), match.c (queues),
- * protocol.c (eager/rendezvous and failures) and forward.c (gateway mode).
+ * requests), conn.c (connections: reading, writing), handshake.c (their first bytes),
+ * match.c (queues), protocol.c (eager/rendezvous and failures) and forward.c (gateway mode).
  *
  * Locks. Two mutexes, always taken in this order:
  *   plock — "the progress token": whoever holds it reads sockets and parses frames (the
@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "coc/coc.h"
 #include "route.h"
@@ -141,7 +142,10 @@ struct coc__conn {
     uint32_t peer_id;                  /* expected (outgoing) or learnt from the hello */
     uint64_t deadline_ns;              /* handshake must finish by then */
     coc__hello mine, theirs;
-    char name[96];                     /* for log lines: "endpoint 3 (tcp 127.0.0.1:4000)" */
+    uint8_t pair_key[COC_KEY_LEN];     /* the pair's key the proofs use (handshake.c) */
+    uint8_t duplicate;                 /* refused: its endpoint id is connected already */
+    char where[64];                    /* its address: "tcp://127.0.0.1:4000", "tcp from ..." */
+    char name[96];                     /* for log lines: "endpoint 3 (tcp://127.0.0.1:4000)" */
     /* send side, under e->lock */
     uint8_t hs_out[COC__HELLO_LEN + COC__PROOF_LEN];
     size_t hs_len, hs_off;
@@ -207,7 +211,9 @@ typedef struct coc__dest {
 
 struct coc_engine {
     coc_engine_config cfg;
-    uint8_t secret[COC_SECRET_MAX];
+    uint8_t secret[COC_SECRET_MAX];    /* the job's secret (cfg.secret_len bytes), or none */
+    coc_peer_key *keys;                /* without a secret: the issued keys, sorted by id */
+    size_t nkeys;
     uint32_t self;
     int forward;
     pthread_mutex_t plock, lock;
@@ -282,6 +288,16 @@ void coc__conn_poll_rings(coc_engine *e);                           /* plock: re
 /* plock: nobody will poll the rings for a while: ask writers to ring the doorbell (on = 1;
  * returns 1 when data came meanwhile) or not (on = 0, a thread polls them now). */
 int coc__conn_rings_idle(coc_engine *e, int on);
+
+/* handshake.c */
+void coc__hs_shm_offer(coc__conn *c);                             /* at set-up: offer shm */
+int coc__hs_hello(coc__conn *c, const uint8_t *bytes);            /* plock: their hello came */
+int coc__hs_proof(coc__conn *c, const uint8_t *bytes);            /* plock: their proof came */
+ssize_t coc__hs_recv_hello(coc__conn *c, uint8_t *dst, size_t want); /* plock: acceptor's read */
+int coc__hs_write(coc__conn *c);                                  /* lock: 0 sent, 1 wait, <0 */
+/* plock: 0 when the frame just decoded may come from this connection's peer (its source is
+ * the peer, or the peer is a gateway); else COC_EPROTO, logged */
+int coc__hs_source_ok(coc__conn *c, const coc__hdr *h);
 
 /* match.c (under lock) */
 int coc__matches(int32_t want_src, uint32_t want_ctx, int32_t want_tag, uint32_t src,

@@ -15,7 +15,7 @@ const char *coc_version(void)
 
 static const char *const coc_error_text[] = {
     [COC_ERR_BASE - COC_EPROTO] = "protocol error: malformed frame from peer",
-    [COC_ERR_BASE - COC_EAUTH] = "authentication failed: peer does not hold the job's secret",
+    [COC_ERR_BASE - COC_EAUTH] = "authentication failed: peer could not prove the endpoint id it claims",
     [COC_ERR_BASE - COC_ETRUNC] = "message truncated: receive buffer too small",
     [COC_ERR_BASE - COC_EPEERLOST] = "peer lost",
     [COC_ERR_BASE - COC_ENOROUTE] = "no route to destination",

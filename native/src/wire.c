@@ -163,16 +163,37 @@ int coc__hello_decode(const uint8_t in[COC__HELLO_LEN], coc__hello *h, const cha
     return 0;
 }
 
-void coc__proof(const uint8_t *secret, size_t secret_len, uint8_t prover_role,
+int coc_pair_key(const uint8_t *secret, size_t secret_len, uint32_t a, uint32_t a_flags,
+                 uint32_t b, uint32_t b_flags, uint8_t out[COC_KEY_LEN])
+{
+    static const char label[] = "coc-pair-1";
+    if (!secret || !out || secret_len < COC_SECRET_MIN || secret_len > COC_SECRET_MAX ||
+        (a_flags | b_flags) & ~(uint32_t)COC_PEER_GATEWAY)
+        return COC_EINVAL;
+    uint8_t ends[10];
+    int swap = b < a;
+    put32(ends, swap ? b : a);
+    ends[4] = (uint8_t)(swap ? b_flags : a_flags);
+    put32(ends + 5, swap ? a : b);
+    ends[9] = (uint8_t)(swap ? a_flags : b_flags);
+    coc__hmac m;
+    coc__hmac_init(&m, secret, secret_len);
+    coc__hmac_update(&m, label, sizeof label - 1);
+    coc__hmac_update(&m, ends, sizeof ends);
+    coc__hmac_final(&m, out);
+    return 0;
+}
+
+void coc__proof(const uint8_t *key, size_t key_len, uint8_t prover_role,
                 const coc__hello *connector, const coc__hello *acceptor,
                 uint8_t out[COC__PROOF_LEN])
 {
-    static const char label[] = "coc-auth-1";
+    static const char label[] = "coc-auth-2";
     uint8_t ids[8];
     coc__hmac m;
     put32(ids, connector->id);
     put32(ids + 4, acceptor->id);
-    coc__hmac_init(&m, secret, secret_len);
+    coc__hmac_init(&m, key, key_len);
     coc__hmac_update(&m, label, sizeof label - 1);
     coc__hmac_update(&m, &prover_role, 1);
     coc__hmac_update(&m, connector->nonce, COC__NONCE_LEN);

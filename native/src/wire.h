@@ -65,10 +65,11 @@ void coc__hello_encode(const coc__hello *h, uint8_t out[COC__HELLO_LEN]);
 int coc__hello_decode(const uint8_t in[COC__HELLO_LEN], coc__hello *h, const char **why);
 
 /*
- * The proof that `prover_role` holds the secret: HMAC-SHA256(secret, "coc-auth-1" ||
- * prover_role || connector nonce || acceptor nonce || connector id || acceptor id).
+ * The proof that `prover_role` holds the key of this pair of endpoints (coc_pair_key):
+ * HMAC-SHA256(key, "coc-auth-2" || prover_role || connector nonce || acceptor nonce ||
+ * connector id || acceptor id).
  */
-void coc__proof(const uint8_t *secret, size_t secret_len, uint8_t prover_role,
+void coc__proof(const uint8_t *key, size_t key_len, uint8_t prover_role,
                 const coc__hello *connector, const coc__hello *acceptor,
                 uint8_t out[COC__PROOF_LEN]);
 

@@ -1,6 +1,7 @@
 /* test_auth.c — strangers: a wrong secret, a non-coc client, a silent client, and an
- * authenticated peer that then sends garbage. Each is dropped, counted and logged, and
- * nothing it sent is delivered. */
+ * authenticated peer that then sends garbage; then identity: a frame with another
+ * endpoint's source, a second connection claiming a connected id, an engine holding only
+ * its issued keys. Each is dropped, counted and logged, and nothing it sent is delivered. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -61,9 +62,12 @@ static int log_has(coc_engine *e, const char *what)
     return strstr(log, what) != NULL;
 }
 
-/* Do the handshake by hand as endpoint `id` holding `secret`; returns the socket. */
+/* Do the handshake by hand as endpoint `id` with the key of (id, 2) derived from `secret`;
+ * returns the socket. */
 static int raw_peer(coc_engine *e, uint32_t id, const uint8_t *secret, size_t slen)
 {
+    uint8_t key[COC_KEY_LEN];
+    CHECK_RC(coc_pair_key(secret, slen, id, 0, 2, 0, key));
     int fd = raw_connect(e);
     coc__hello me = {.role = COC__ROLE_CONNECTOR, .id = id}, them;
     getrandom(me.nonce, sizeof me.nonce, 0);
@@ -72,7 +76,7 @@ static int raw_peer(coc_engine *e, uint32_t id, const uint8_t *secret, size_t sl
     CHECK(write(fd, b, sizeof b) == sizeof b);
     CHECK(read_n(fd, b, sizeof b) == sizeof b);
     CHECK(coc__hello_decode(b, &them, NULL) == 0 && them.id == 2);
-    coc__proof(secret, slen, COC__ROLE_CONNECTOR, &me, &them, proof);
+    coc__proof(key, sizeof key, COC__ROLE_CONNECTOR, &me, &them, proof);
     CHECK(write(fd, proof, sizeof proof) == sizeof proof);
     CHECK(read_n(fd, proof, sizeof proof) == sizeof proof);
     return fd;
@@ -87,6 +91,30 @@ static void send_frame(int fd, const coc__hdr *h, const void *payload)
         CHECK(write(fd, payload, h->len) == (ssize_t)h->len);
 }
 
+/* Open an engine from cfg (listening on loopback) that routes to b (endpoint 2) directly. */
+static coc_engine *open_towards(coc_engine_config *cfg, coc_engine *b)
+{
+    coc_engine *e = NULL;
+    cfg->listen_host = "127.0.0.1";
+    CHECK_RC(coc_engine_open(cfg, &e));
+    t_know(e, 2, b, 1);
+    t_route(e, 2, 2);
+    return e;
+}
+
+/* Endpoint 9 sends text (5 bytes, tag 4) on fd; b must deliver it. */
+static void heard(coc_engine *b, int fd, const char *text)
+{
+    coc__hdr h = {.type = COC__EAGER, .source = 9, .dest = 2, .tag = 4, .len = 5, .total = 5};
+    char in[8] = {0};
+    coc_request *r;
+    send_frame(fd, &h, text);
+    CHECK_RC(coc_irecv(b, 9, 0, 4, in, sizeof in, &r));
+    coc_status st = t_wait(r);
+    CHECK(st.error == 0 && st.count == 5 && memcmp(in, text, 5) == 0);
+    coc_request_free(r);
+}
+
 int main(void)
 {
     t_handshake_ms = 2000;
@@ -99,11 +127,7 @@ int main(void)
     cfg.self_id = 3;
     cfg.secret = (const uint8_t *)"another-secret-of-16+bytes";
     cfg.secret_len = 26;
-    cfg.listen_host = "127.0.0.1";
-    coc_engine *x = NULL;
-    CHECK_RC(coc_engine_open(&cfg, &x));
-    t_know(x, 2, b, 1);
-    t_route(x, 2, 2);
+    coc_engine *x = open_towards(&cfg, b);
     coc_request *s1, *s2;
     static uint8_t big[1 << 20];
     CHECK_RC(coc_isend(x, 2, 0, 1, "secret data", 12, &s1));
@@ -141,14 +165,7 @@ int main(void)
 
     /* 5. a well-behaved raw peer is heard, then garbage gets it dropped */
     fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
-    coc__hdr h = {.type = COC__EAGER, .source = 9, .dest = 2, .tag = 4, .len = 5, .total = 5};
-    send_frame(fd, &h, "hello");
-    char in[8] = {0};
-    coc_request *r;
-    CHECK_RC(coc_irecv(b, 9, 0, 4, in, sizeof in, &r));
-    st = t_wait(r);
-    CHECK(st.error == 0 && st.count == 5 && memcmp(in, "hello", 5) == 0);
-    coc_request_free(r);
+    heard(b, fd, "hello");
     uint8_t garbage[COC__HDR_LEN];
     memset(garbage, 0x5a, sizeof garbage);
     CHECK(write(fd, garbage, sizeof garbage) == sizeof garbage);
@@ -159,7 +176,7 @@ int main(void)
 
     /* 6. a frame for someone else sent to an engine that does not forward */
     fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
-    h.dest = 77;
+    coc__hdr h = {.type = COC__EAGER, .source = 9, .dest = 77, .tag = 4, .len = 5, .total = 5};
     send_frame(fd, &h, "hello");
     CHECK(stat_wait(b, offsetof(coc_stats, protocol_errors), 2) == 2);
     close(fd);
@@ -171,6 +188,74 @@ int main(void)
     send_frame(fd, &h, "hello");
     CHECK(stat_wait(b, offsetof(coc_stats, protocol_errors), 3) == 3);
     close(fd);
+
+    /* 8. an authenticated endpoint writing another endpoint's id as the source */
+    fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
+    h = (coc__hdr){.type = COC__EAGER, .source = 5, .dest = 2, .tag = 4, .len = 5, .total = 5};
+    send_frame(fd, &h, "forge");
+    CHECK(stat_wait(b, offsetof(coc_stats, protocol_errors), 4) == 4);
+    CHECK(read_n(fd, junk, sizeof junk) == 0);
+    close(fd);
+    CHECK(log_has(b, "sent a frame with source endpoint 5"));
+
+    /* 9. a second connection claiming endpoint 9 while 9 is connected: refused, 9 still
+     * heard; once 9 has closed, a new connection for it is accepted */
+    fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
+    int twin = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
+    CHECK(read_n(twin, junk, sizeof junk) == 0);
+    close(twin);
+    CHECK(stat_wait(b, offsetof(coc_stats, duplicate_ids), 1) == 1);
+    CHECK(log_has(b, "endpoint 9 is connected already"));
+    heard(b, fd, "still");
+    close(fd);
+    usleep(100000); /* its end of stream reaches b's socket */
+    fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
+    heard(b, fd, "again");
+    close(fd);
+    CHECK(stat_wait(b, offsetof(coc_stats, duplicate_ids), 1) == 1);
+
+    /* 10. an engine holding only its issued keys (no secret) talks to its peer 2, and
+     * refuses an id it holds no key for, even from a holder of the job's secret */
+    coc_peer_key issued = {.id = 2};
+    CHECK_RC(coc_pair_key(t_secret, sizeof t_secret - 1, 4, 0, 2, 0, issued.key));
+    coc_engine_config_init(&cfg);
+    cfg.self_id = 4;
+    cfg.keys = &issued;
+    cfg.nkeys = 1;
+    coc_engine *k = open_towards(&cfg, b);
+    char in[8] = {0};
+    coc_request *r;
+    CHECK_RC(coc_isend(k, 2, 0, 6, "keyed", 6, &s1));
+    CHECK_RC(coc_irecv(b, 4, 0, 6, in, sizeof in, &r));
+    st = t_wait(r);
+    CHECK(st.error == 0 && memcmp(in, "keyed", 6) == 0);
+    CHECK(t_wait(s1).error == 0);
+    coc_request_free(r);
+    coc_request_free(s1);
+    uint64_t before = stat_wait(k, offsetof(coc_stats, auth_failures), 0);
+    fd = raw_connect(k);
+    coc__hello claim = {.role = COC__ROLE_CONNECTOR, .id = 9};
+    uint8_t hb[COC__HELLO_LEN];
+    coc__hello_encode(&claim, hb);
+    CHECK(write(fd, hb, sizeof hb) == sizeof hb);
+    CHECK(read_n(fd, junk, sizeof junk) == COC__HELLO_LEN); /* its hello, no proof, EOF */
+    close(fd);
+    CHECK(stat_wait(k, offsetof(coc_stats, auth_failures), before + 1) == before + 1);
+    CHECK(log_has(k, "holds no key for"));
+    coc_engine_close(k);
+
+    /* 11. a secret and a key table at once, or neither, is refused */
+    cfg.secret = t_secret;
+    cfg.secret_len = sizeof t_secret - 1;
+    CHECK(coc_engine_open(&cfg, &k) == COC_EINVAL);
+    cfg.secret = NULL;
+    cfg.secret_len = 0;
+    cfg.nkeys = 0;
+    cfg.keys = NULL;
+    CHECK_RC(coc_engine_open(&cfg, &k)); /* an empty table: an endpoint with no peers */
+    coc_engine_close(k);
+    cfg.secret_len = 16;
+    CHECK(coc_engine_open(&cfg, &k) == COC_EINVAL);
 
     CHECK(coc_iprobe(b, COC_ANY_SOURCE, 0, COC_ANY_TAG, &st) == 0);
     coc_engine_close(b);

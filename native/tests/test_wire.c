@@ -120,5 +120,15 @@ int main(void)
     acc.nonce[0] = 1;
     coc__proof(s1, 16, COC__ROLE_CONNECTOR, &hi, &acc, p2);
     CHECK(memcmp(p1, p2, 32) != 0);
+
+    /* pair keys: the same for both orders, different for every id, kind and secret */
+    uint8_t k1[COC_KEY_LEN], k2[COC_KEY_LEN];
+    CHECK(coc_pair_key(s1, 16, 3, 0, 9, COC_PEER_GATEWAY, k1) == 0);
+    CHECK(coc_pair_key(s1, 16, 9, COC_PEER_GATEWAY, 3, 0, k2) == 0 && memcmp(k1, k2, 32) == 0);
+    CHECK(coc_pair_key(s1, 16, 3, 0, 9, 0, k2) == 0 && memcmp(k1, k2, 32) != 0);
+    CHECK(coc_pair_key(s1, 16, 4, 0, 9, COC_PEER_GATEWAY, k2) == 0 && memcmp(k1, k2, 32) != 0);
+    CHECK(coc_pair_key(s2, 16, 3, 0, 9, COC_PEER_GATEWAY, k2) == 0 && memcmp(k1, k2, 32) != 0);
+    CHECK(coc_pair_key(s1, 15, 3, 0, 9, 0, k2) == COC_EINVAL);
+    CHECK(coc_pair_key(s1, 16, 3, 2, 9, 0, k2) == COC_EINVAL);
     CHECK_DONE();
 }

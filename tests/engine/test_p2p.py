@@ -410,7 +410,8 @@ def test_a_peer_with_another_secret_fails_sends_as_authentication_naming_its_add
         me.isend(b"for a stranger", 2).wait(TIMEOUT)
     assert str(info.value) == (
         f"send to endpoint 2 (tag 0): endpoint 2 at {stranger.address} failed authentication: "
-        "the two ends do not hold the same job secret (is it part of this job?)")
+        "the two ends do not hold the same key for this pair of endpoints (is it part "
+        "of this job, and the endpoint it claims to be?)")
     assert not isinstance(info.value, errors.PeerLost)
     assert any("auth" in line.lower() and "endpoint 2" in line for line in me.take_log())
 

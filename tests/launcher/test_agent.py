@@ -22,7 +22,8 @@ def _job(pid_dir):
     return {"type": "job", "job_id": "t", "site": "a", "grace": 0.5, "gateways": [],
             "ranks": [{"rank": r, "host": "a1", "argv": argv, "env": {"COC_RANK": str(r)},
                        "welcome": {"rank": r, "size": 2, "self_id": r, "job_id": "t",
-                                   "secret": "00" * 32}} for r in range(2)]}
+                                   "keys": {str(1 - r): {"key": "00" * 32, "gateway": False}}}}
+                      for r in range(2)]}
 
 
 async def _until_done(proc):
@@ -75,7 +76,7 @@ def test_the_rank_finds_its_welcome_and_its_address_is_relayed(tmp_path):
     script = tmp_path / "rank.py"
     script.write_text("from coc import rendezvous\n"
                       "me = rendezvous.credentials()\n"
-                      "print(me['self_id'], me['secret'].hex()[:4], flush=True)\n"
+                      "print(me['self_id'], me['keys'][1 - me['rank']][0].hex()[:4], flush=True)\n"
                       "rendezvous.rendezvous(f\"tcp://h:{me['rank']}\")\n"
                       "print('answered', flush=True)\n")
 

@@ -28,7 +28,7 @@ PAIR = textwrap.dedent("""
     from coc.rendezvous import credentials, rendezvous
     from coc.routes import apply_routes
     me = credentials()
-    with engine.Engine(me["self_id"], me["secret"],
+    with engine.Engine(me["self_id"], keys=me["keys"],
                        listen_host=os.environ["COC_LISTEN_HOST"]) as eng:
         info = rendezvous(eng.address)
         for peer, address in info["peers"].items():

@@ -87,3 +87,22 @@ def test_delay_overrides_reach_the_model_and_bad_ones_are_named():
         _plan("two-sites", delays={"wam": 0.01})
     with pytest.raises(LaunchError, match="expected NETWORK=TIME"):
         parse_delays(["wan"])
+
+
+def test_a_rank_is_issued_the_keys_of_its_direct_peers_and_never_the_secret():
+    from coc._native import engine
+    secret = bytes(range(32))
+    plan = make_plan(_load("two-sites"), ["true"], site_counts=[("a", 2), ("b", 2)],
+                     job_id="t")
+    a_gw, b_gw = (g.endpoint for g in plan.gateways)
+    # ranks 0, 1 on site a reach each other directly and site b through a-gw; gateways
+    # have each other and their site's ranks (they hold the secret: no welcome)
+    assert plan.direct_peers == {0: {1, a_gw}, 1: {0, a_gw}, 2: {3, b_gw}, 3: {2, b_gw},
+                                 a_gw: {0, 1, b_gw}, b_gw: {2, 3, a_gw}}
+    welcome = plan.welcome(0, secret)
+    assert "secret" not in welcome and secret.hex() not in str(welcome)
+    assert welcome["keys"] == {
+        "1": {"key": engine.pair_key(secret, 0, 1).hex(), "gateway": False},
+        str(a_gw): {"key": engine.pair_key(secret, 0, a_gw, b_gateway=True).hex(),
+                    "gateway": True}}
+    assert plan.welcome(1, secret)["keys"]["0"] == welcome["keys"]["1"]

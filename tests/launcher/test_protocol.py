@@ -67,7 +67,7 @@ def _agent_end(*messages):
 
 
 WELCOME = {"type": "welcome", "rank": 1, "size": 2, "self_id": 1, "job_id": "j",
-           "secret": "ab" * 16}
+           "keys": {"0": {"key": "ab" * 32, "gateway": False}}}
 
 
 def test_rendezvous_reports_a_torn_down_job():
@@ -82,13 +82,13 @@ def test_credentials_come_first_then_the_rendezvous_answer_with_integer_ids():
                                          "routes": {"0": [[2, 1000]]},
                                          "placement": [["a", "a1"], ["b", "b1"]]})
     assert credentials(environ) == {"rank": 1, "size": 2, "self_id": 1, "job_id": "j",
-                                    "secret": bytes.fromhex("ab" * 16)}
+                                    "keys": {0: (bytes.fromhex("ab" * 32), False)}}
     info = rendezvous("tcp://b", environ=environ)
     header = ours.recv(4)
     assert protocol.decode(ours.recv(protocol.decode_length(header))) == \
         {"type": "address", "address": "tcp://b"}
     ours.close()
-    assert info["secret"] == bytes.fromhex("ab" * 16) and info["self_id"] == 1
+    assert info["keys"] == {0: (bytes.fromhex("ab" * 32), False)} and info["self_id"] == 1
     assert info["peers"] == {0: "tcp://a"}
     assert info["routes"] == {0: {"small": [(2, 1000)], "large": [(2, 1000)]}}
     assert info["placement"] == [("a", "a1"), ("b", "b1")]

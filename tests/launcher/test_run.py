@@ -84,7 +84,7 @@ def test_module_programs_run_under_python_m_coc(coc_run):
     assert result.stdout.count("usage:") == 2
 
 
-def test_rendezvous_hands_out_secret_peers_and_routes(coc_run):
+def test_rendezvous_hands_out_keys_peers_and_routes(coc_run):
     result = coc_run("-n", 3, program("rendezvous.py"))
     assert result.returncode == 0, result.stderr
     answers = sorted(map(json.loads, result.stdout.splitlines()), key=lambda a: a["rank"])
@@ -92,7 +92,15 @@ def test_rendezvous_hands_out_secret_peers_and_routes(coc_run):
     assert {tuple(map(tuple, a["placement"])) for a in answers} == \
         {(("a", "a1"), ("a", "a1"), ("b", "b1"))}
     assert {a["size"] for a in answers} == {3}
-    assert len({a["secret"] for a in answers}) == 1 and len(answers[0]["secret"]) == 64
+    # no secret: one key per direct peer (ranks 0, 1 share a host; gateways 3 (a), 4 (b)),
+    # the same at both ends of a pair, different for every pair
+    assert all("secret" not in a for a in answers)
+    assert {a["rank"]: sorted(map(int, a["keys"])) for a in answers} == \
+        {0: [1, 3], 1: [0, 3], 2: [4]}
+    assert answers[0]["keys"]["1"] == answers[1]["keys"]["0"] == [answers[0]["keys"]["1"][0],
+                                                                  False]
+    assert answers[0]["keys"]["3"][1] is True
+    assert len({k for a in answers for k, _ in a["keys"].values()}) == 4
     for a in answers:                     # every other endpoint; ids from 3 are gateways
         assert {k: v for k, v in a["peers"].items() if int(k) < 3} == \
             {str(r): f"tcp://127.0.0.1:{20000 + r}" for r in range(3) if r != a["rank"]}
@@ -122,7 +130,7 @@ def test_real_engines_pass_a_ring_message_across_sites_through_gateway_daemons(c
         assert "forwarding at tcp://127.0.0.1:" in (out / f"gateway.{gateway}.stderr").read_text()
 
 
-def test_the_secret_is_in_no_command_line_and_no_environment(coc_run):
+def test_the_keys_are_in_no_command_line_and_no_environment(coc_run):
     result = coc_run("-n", 2, program("rendezvous.py"))
     assert result.returncode == 0, result.stderr
     for answer in map(json.loads, result.stdout.splitlines()):

@@ -36,13 +36,14 @@ HELLO = textwrap.dedent("""
     import coc
     from coc.rendezvous import credentials
     comm = coc.init()
-    secret = credentials()["secret"].hex().encode()
+    keys = [key.hex().encode() for key, _ in credentials()["keys"].values()]
 
-    def shown(path):                  # processes whose command line or environment has it
+    def shown(path):                  # processes whose command line or environment has one
         try:
-            return secret in open(path, "rb").read()
+            text = open(path, "rb").read()
         except OSError:
             return False
+        return any(key in text for key in keys)
 
     leaks = [p for p in glob.glob("/proc/[0-9]*/cmdline") + glob.glob("/proc/[0-9]*/environ")
              if shown(p)]

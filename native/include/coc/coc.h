@@ -24,7 +24,7 @@ extern "C" {
 #define COC_ERR_BASE (-11000)
 enum coc_error {
     COC_EPROTO = COC_ERR_BASE - 1,     /* a peer sent bytes that break the wire protocol */
-    COC_EAUTH = COC_ERR_BASE - 2,      /* a peer failed to prove it holds the job's secret */
+    COC_EAUTH = COC_ERR_BASE - 2,      /* a peer failed to prove the key of the id it claims */
     COC_ETRUNC = COC_ERR_BASE - 3,     /* an incoming message is larger than the receive buffer */
     COC_EPEERLOST = COC_ERR_BASE - 4,  /* a peer closed or died while traffic was pending */
     COC_ENOROUTE = COC_ERR_BASE - 5,   /* the route table has no way to the destination */
@@ -73,6 +73,33 @@ typedef struct coc_request coc_request; /* opaque */
 #define COC_SECRET_MIN 16   /* bytes; a shorter secret is COC_EINVAL */
 #define COC_SECRET_MAX 64
 
+/*
+ * Endpoint identity (added after 0.1.0; docs/security.md). Every connection proves the key
+ * its two endpoints share,
+ *   K(a, b) = HMAC-SHA256(job secret, "coc-pair-1" || lo || kind(lo) || hi || kind(hi))
+ * with lo < hi the two endpoint ids (32-bit little-endian) and kind 1 for a gateway, 0 for
+ * any other endpoint. An engine opened with the job's secret (a trusted daemon: gateways)
+ * derives every pair's key itself. An engine opened with a key table instead (a rank)
+ * holds K(self, peer) for the peers it may talk to directly, nothing else: it can prove no
+ * id but its own, and cannot pass for a gateway.
+ */
+#define COC_KEY_LEN 32
+#define COC_PEER_GATEWAY 0x1 /* coc_peer_key.flags: the peer is a gateway (forwards frames) */
+
+typedef struct coc_peer_key {
+    uint32_t id;              /* the peer's endpoint id */
+    uint32_t flags;           /* COC_PEER_GATEWAY or 0: what the peer was issued as */
+    uint8_t key[COC_KEY_LEN]; /* K(self, id), from coc_pair_key() */
+} coc_peer_key;
+
+/*
+ * Compute K(a, b) into out (a_flags, b_flags: COC_PEER_GATEWAY or 0). The launcher calls it
+ * to issue key tables; the result does not depend on the order of a and b. COC_EINVAL for
+ * a secret outside COC_SECRET_MIN..MAX bytes or unknown flags. Thread-safe.
+ */
+int coc_pair_key(const uint8_t *secret, size_t secret_len, uint32_t a, uint32_t a_flags,
+                 uint32_t b, uint32_t b_flags, uint8_t out[COC_KEY_LEN]);
+
 /* Engine flags (coc_engine_config.flags). */
 #define COC_ENGINE_FORWARD 0x1 /* forward frames addressed to other endpoints (gateway) */
 /* Same-host peers (unix-socket addresses) talk through shared-memory rings set up over the
@@ -96,13 +123,19 @@ typedef struct coc_engine_config {
     uint32_t handshake_timeout_ms; /* a connection not authenticated by then is dropped; 0: 10 s */
     int32_t spin_ns;             /* coc_wait/coc_probe poll this long before sleeping;
                                     0: default (50 us), negative: never spin */
+    /* -- added after 0.1.0: endpoint identity (append only) -- */
+    const coc_peer_key *keys;    /* instead of a secret (secret NULL, secret_len 0): the
+                                    peers this endpoint may talk to directly and the key it
+                                    shares with each; copied. Must be NULL with a secret */
+    size_t nkeys;
 } coc_engine_config;
 
 /* Zero a config and fill in defaults (no listener, engine defaults). */
 void coc_engine_config_init(coc_engine_config *cfg);
 
 /*
- * Create an engine and start its progress thread. On success *out owns the engine; the
+ * Create an engine and start its progress thread. Exactly one of a secret and a key table
+ * is given (COC_EINVAL otherwise). On success *out owns the engine; the
  * caller must coc_engine_close() it. Does not block on the network.
  */
 int coc_engine_open(const coc_engine_config *cfg, coc_engine **out);
@@ -268,6 +301,8 @@ typedef struct coc_stats {
     uint64_t unexpected_bytes;      /* now buffered for eager unexpected messages */
     uint64_t forward_bytes_buffered;      /* now, all forwarded connections together */
     uint64_t forward_bytes_buffered_max;  /* high-water mark since open */
+    /* -- added after 0.1.0 (append only) -- */
+    uint64_t duplicate_ids;         /* connections refused: their endpoint id was connected */
 } coc_stats;
 
 int coc_engine_stats(coc_engine *e, coc_stats *st);

@@ -7,7 +7,7 @@ from coc.rendezvous import credentials, rendezvous
 from coc.routes import apply_routes
 
 me = credentials()
-with engine.Engine(me["self_id"], me["secret"], listen_host="127.0.0.1") as eng:
+with engine.Engine(me["self_id"], keys=me["keys"], listen_host="127.0.0.1") as eng:
     info = rendezvous(eng.address)
     for peer, address in info["peers"].items():
         eng.add_peer(peer, address)

@@ -1,0 +1,291 @@
+/*
+ * handshake.c — the first bytes of a connection: hellos, proofs, and the shared-memory
+ * segment a same-host connector offers with its hello (docs/wire-protocol.md, "Handshake").
+ *
+ * Each end sends its hello at once; on the other's hello it sends its proof, and on the
+ * other's proof the connection is open. Nothing the peer sends after its hello is parsed
+ * before its proof has checked out.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "sha256.h"
+
+/* Map a segment's two rings: the connector writes ring 0, the acceptor ring 1. */
+static int shm_map(coc__conn *c, int fd, size_t size)
+{
+    int rc = coc__ring_map(&c->tx, fd, size, !c->outgoing);
+    if (rc >= 0)
+        rc = coc__ring_map(&c->rx, fd, size, c->outgoing);
+    if (rc < 0)
+        coc__ring_unmap(&c->tx);
+    return rc;
+}
+
+/* Connector to a same-host peer: offer a shared-memory segment with the hello; on any
+ * failure the connection simply stays on the socket. */
+void coc__hs_shm_offer(coc__conn *c)
+{
+    int fd = coc__shm_create(c->e->shm_ring);
+    int rc = fd < 0 ? fd : shm_map(c, fd, c->e->shm_ring);
+    if (rc < 0) {
+        if (fd >= 0)
+            close(fd);
+        coc__log(c->e, "%s: no shared memory (%s); using the socket", c->name, coc_strerror(rc));
+        return;
+    }
+    c->shm_fd = fd;
+    c->mine.flags |= COC__HELLO_SHM;
+}
+
+static const coc_peer_key *issued_key(const coc_engine *e, uint32_t id)
+{
+    size_t lo = 0, hi = e->nkeys;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->keys[mid].id == id)
+            return &e->keys[mid];
+        if (e->keys[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Find the key this connection's proofs use, for the id and kind the peer's hello claims:
+ * derived from the job's secret by a trusted engine, else the one issued for that peer.
+ * A peer whose id has no key here, or whose claimed kind differs from the one its key was
+ * issued for, is refused before anything is proved (COC_EAUTH). */
+static int find_pair_key(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    uint32_t kind = c->theirs.flags & COC__HELLO_GATEWAY ? COC_PEER_GATEWAY : 0;
+    if (e->cfg.secret) {
+        coc_pair_key(e->secret, e->cfg.secret_len, e->self, e->forward ? COC_PEER_GATEWAY : 0,
+                     c->theirs.id, kind, c->pair_key);
+        return 0;
+    }
+    const coc_peer_key *k = issued_key(e, c->theirs.id);
+    if (!k) {
+        c->why = "it claims an endpoint id this endpoint holds no key for "
+                 "(not one of its direct peers)";
+        return COC_EAUTH;
+    }
+    if (k->flags != kind) {
+        c->why = kind ? "it claims to be a gateway, but its id was not issued as one"
+                      : "its id was issued to a gateway, but it does not claim to forward";
+        return COC_EAUTH;
+    }
+    memcpy(c->pair_key, k->key, COC_KEY_LEN);
+    return 0;
+}
+
+int coc__hs_hello(coc__conn *c, const uint8_t *bytes)
+{
+    coc_engine *e = c->e;
+    const char *why = NULL;
+    if (coc__hello_decode(bytes, &c->theirs, &why) < 0) {
+        c->why = why;
+        return COC_EAUTH;
+    }
+    if (c->theirs.role == c->mine.role) {
+        c->why = "both ends claim the same role";
+        return COC_EAUTH;
+    }
+    if (c->outgoing && c->theirs.id != c->peer_id) {
+        c->why = "the endpoint at that address has another id";
+        return COC_EAUTH;
+    }
+    if (!c->outgoing && (c->theirs.flags & COC__HELLO_SHM)) {
+        /* the segment came with the hello (SCM_RIGHTS); used only once the proofs pass */
+        int fd = c->shm_fd;
+        c->shm_fd = -1;
+        int64_t size = fd >= 0 && c->unix_ ? coc__shm_ring_size(fd) : COC_EINVAL;
+        int rc = size < 0 ? (int)size : shm_map(c, fd, (size_t)size);
+        if (fd >= 0)
+            close(fd);
+        if (rc < 0) {
+            c->why = "shared memory offered but not usable";
+            return COC_EPROTO;
+        }
+    } else if (c->shm_fd >= 0 && !c->outgoing) {
+        close(c->shm_fd); /* an fd nobody announced */
+        c->shm_fd = -1;
+    }
+    if (!c->outgoing) {
+        c->peer_id = c->theirs.id;
+        snprintf(c->name, sizeof c->name, "endpoint %u (%s)", c->peer_id, c->where);
+    }
+    int rc = find_pair_key(c);
+    if (rc < 0)
+        return rc;
+    const coc__hello *conn = c->outgoing ? &c->mine : &c->theirs;
+    const coc__hello *acc = c->outgoing ? &c->theirs : &c->mine;
+    pthread_mutex_lock(&e->lock);
+    coc__proof(c->pair_key, COC_KEY_LEN, c->mine.role, conn, acc, c->hs_out + c->hs_len);
+    c->hs_len += COC__PROOF_LEN;
+    coc__conn_flush(c);
+    pthread_mutex_unlock(&e->lock);
+    return 0;
+}
+
+/*
+ * lock: another accepted, open connection from the same endpoint id, whose other end has
+ * not closed, or NULL. An endpoint dials each peer once (it reuses the connection, or an
+ * accepted one), so a second one while the first is alive is a second process claiming
+ * the id: refused, whatever it proved. One whose other end closed (its end of stream is
+ * waiting to be read) is being replaced: it is failed now, and the new one accepted.
+ */
+static const coc__conn *live_twin(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    for (size_t i = 0; i < COC__MAX_CONNS; i++) {
+        coc__conn *x = e->conns[i];
+        if (!x || x == c || x->outgoing || x->state != COC__CS_OPEN || x->bye ||
+            x->peer_id != c->peer_id)
+            continue;
+        char byte;
+        ssize_t n = recv(x->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+            return x;
+        coc__conn_fail(x, COC_EPEERLOST, "closed; replaced by a new connection");
+    }
+    return NULL;
+}
+
+int coc__hs_source_ok(coc__conn *c, const coc__hdr *h)
+{
+    /* a gateway forwards frames of other endpoints: their sources were checked where they
+     * entered the gateways (here, by this rule), and a gateway holds the job's secret */
+    if (h->source == c->peer_id || (c->theirs.flags & COC__HELLO_GATEWAY))
+        return 0;
+    pthread_mutex_lock(&c->e->lock);
+    coc__log(c->e, "%s sent a frame with source endpoint %u: only gateways send frames of "
+             "other endpoints", c->name, h->source);
+    pthread_mutex_unlock(&c->e->lock);
+    c->why = "a frame whose source is not the sending endpoint";
+    return COC_EPROTO;
+}
+
+int coc__hs_proof(coc__conn *c, const uint8_t *bytes)
+{
+    coc_engine *e = c->e;
+    uint8_t want[COC__PROOF_LEN];
+    const coc__hello *conn = c->outgoing ? &c->mine : &c->theirs;
+    const coc__hello *acc = c->outgoing ? &c->theirs : &c->mine;
+    coc__proof(c->pair_key, COC_KEY_LEN, c->theirs.role, conn, acc, want);
+    if (!coc__ct_equal(want, bytes, COC__PROOF_LEN)) {
+        c->why = "wrong proof: it does not hold the key of the endpoint id it claims";
+        return COC_EAUTH;
+    }
+    pthread_mutex_lock(&e->lock);
+    const coc__conn *twin = c->outgoing ? NULL : live_twin(c);
+    if (twin) {
+        c->duplicate = 1;
+        c->why = "a second connection claiming an endpoint id that is connected";
+        e->stats.duplicate_ids++;
+        coc__log(e, "%s refused: endpoint %u is connected already (%s) and alive; a second "
+                 "connection claiming its id is dropped", c->name, c->peer_id, twin->where);
+        pthread_mutex_unlock(&e->lock);
+        return COC_EAUTH;
+    }
+    if (c->state != COC__CS_DEAD) {
+        c->authed = 1;
+        c->state = COC__CS_OPEN;
+        e->nhandshaking--;
+        e->stats.connections_open++;
+        coc__peer *p = coc__map_get(&e->peers, c->peer_id);
+        if (!p && (p = calloc(1, sizeof *p)) != NULL) {
+            p->id = c->peer_id;
+            if (coc__map_put(&e->peers, p->id, p) < 0) {
+                free(p);
+                p = NULL;
+            }
+        }
+        if (p && !coc__conn_get(e, p->conn_key)) {
+            p->conn_key = c->key; /* reuse an accepted connection for sending back */
+            c->delay_ns = p->delay_ns;
+        }
+        if (c->tx.ctl) {
+            c->ring = 1;
+            c->next_shm = e->shm;
+            e->shm = c;
+            coc__log(e, "%s: shared memory, %zu KiB rings", c->name, c->rx.size >> 10);
+        }
+        coc__conn_flush(c);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return 0;
+}
+
+/* The acceptor's first bytes: the hello may carry a shared-memory segment. */
+ssize_t coc__hs_recv_hello(coc__conn *c, uint8_t *dst, size_t want)
+{
+    union { struct cmsghdr h; char buf[CMSG_SPACE(4 * sizeof(int))]; } ctl;
+    struct iovec iov = {dst, want};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                        .msg_controllen = sizeof ctl.buf};
+    ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
+    for (struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < nfd; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+            if (c->shm_fd < 0)
+                c->shm_fd = fd;
+            else
+                close(fd); /* one segment per connection */
+        }
+    }
+    return n;
+}
+
+/* The connector's hello carries its shared-memory segment (once sent, our copy of the
+ * fd is closed; the mapping stays). */
+static ssize_t send_hello(coc__conn *c)
+{
+    struct iovec iov = {c->hs_out + c->hs_off, c->hs_len - c->hs_off};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } ctl;
+    if (c->shm_fd >= 0 && c->hs_off == 0) {
+        memset(&ctl, 0, sizeof ctl);
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = sizeof ctl.buf;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &c->shm_fd, sizeof(int));
+    }
+    ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    if (n > 0 && c->shm_fd >= 0) {
+        close(c->shm_fd);
+        c->shm_fd = -1;
+    }
+    return n;
+}
+
+int coc__hs_write(coc__conn *c)
+{
+    while (c->hs_off < c->hs_len) {
+        ssize_t n = send_hello(c);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 1;
+            return -errno;
+        }
+        c->hs_off += (size_t)n;
+    }
+    return 0;
+}

@@ -1,0 +1,151 @@
+"""Endpoint identity: pairwise keys, issued key tables, source checks, duplicate ids.
+
+An endpoint opened with the keys issued to it (no secret) can prove no id but its own; a
+gateway drops a connection whose frames carry another endpoint's id as source, and refuses
+a second connection for an id that is connected (docs/security.md).
+"""
+
+import hashlib
+import hmac
+import os
+import socket
+import struct
+
+import pytest
+
+from coc import errors, keys
+from coc._native import engine
+from engine_peers import SECRET
+from hang_bounds import scaled
+
+TIMEOUT = scaled(30.0)
+GW = 10
+
+
+def issued(self_id, peers, gateways=(GW,)):
+    """The key table coc-run would give endpoint ``self_id``."""
+    return keys.table(keys.issue(SECRET, self_id, peers, set(gateways)), "test")
+
+
+def test_pair_key_is_the_documented_hmac_and_binds_ids_and_kinds():
+    def documented(lo, lo_kind, hi, hi_kind):
+        ends = struct.pack("<IBIB", lo, lo_kind, hi, hi_kind)
+        return hmac.new(SECRET, b"coc-pair-1" + ends, hashlib.sha256).digest()
+
+    assert engine.pair_key(SECRET, 3, 9, b_gateway=True) == documented(3, 0, 9, 1)
+    assert engine.pair_key(SECRET, 9, 3, a_gateway=True) == documented(3, 0, 9, 1)
+    assert engine.pair_key(SECRET, 3, 9) != documented(3, 0, 9, 1)
+    with pytest.raises(ValueError, match="16 to 64 bytes"):
+        engine.pair_key(b"short", 1, 2)
+
+
+def test_an_engine_takes_a_secret_or_keys_not_both_and_checks_them():
+    key = engine.pair_key(SECRET, 1, 2)
+    for kwargs, message in [({}, "not both or neither"),
+                            ({"secret": SECRET, "keys": {2: (key, False)}}, "not both"),
+                            ({"keys": {2: (key[:5], False)}}, "must be 32 bytes"),
+                            ({"keys": {2: key}}, r"must be \(key bytes, is_gateway\)"),
+                            ({"keys": {1: (key, False)}}, "a key for itself")]:
+        with pytest.raises(ValueError, match=message):
+            engine.Engine(1, **kwargs)
+    with pytest.raises(ValueError, match="endpoint '2x'"):
+        keys.table({"2x": {"key": "zz", "gateway": False}}, "the welcome")
+
+
+def test_endpoints_with_issued_keys_talk_through_a_gateway_but_cannot_claim_another_id(
+        open_engine, gateway):
+    me = open_engine(1, secret=None, keys=issued(1, [GW]))
+    other = open_engine(2, secret=None, keys=issued(2, [GW]))
+    gw = gateway(GW, peers={1: me.address, 2: other.address},
+                 routes={1: [[1, 1]], 2: [[2, 1]]})
+    for eng, dest in ((me, 2), (other, 1)):
+        eng.add_peer(GW, gw.address)
+        eng.set_route(dest, [GW])
+    out = bytearray(5)
+    r = other.irecv(out, 1, tag=1)
+    me.isend(b"hello", 2, tag=1).wait(TIMEOUT)
+    assert r.wait(TIMEOUT).count == 5 and out == b"hello"
+    # an engine claiming endpoint 2 with everything endpoint 1 holds
+    impostor = open_engine(2, secret=None, keys=issued(1, [GW]))
+    impostor.add_peer(GW, gw.address)
+    impostor.set_route(1, [GW])
+    with pytest.raises(errors.AuthenticationError,
+                       match="the next hop towards endpoint 1 failed authentication"):
+        impostor.isend(b"I am 2", 1, tag=2).wait(TIMEOUT)
+    assert gw.stats()["auth_failures"] == 1
+    assert me.iprobe(2, tag=2) is None
+    # an endpoint that holds no key for a peer refuses it, even one holding the secret
+    me.add_peer(3, open_engine(3).address)
+    me.set_route(3, [3])
+    with pytest.raises(errors.CocError):
+        me.isend(b"x", 3).wait(TIMEOUT)
+    assert any("holds no key for" in line for line in me.take_log())
+
+
+def _tcp(address):
+    host, port = next(a for a in address.split() if a.startswith("tcp://"))[6:].split(":")
+    return socket.create_connection((host, int(port)), timeout=TIMEOUT)
+
+
+def _raw_endpoint(gw_address, self_id):
+    """Do the handshake by hand as endpoint ``self_id`` with its key for the gateway."""
+    sock = _tcp(gw_address)
+    nonce = os.urandom(32)
+    sock.sendall(b"COCH" + struct.pack("<BBHII", 1, 1, 0, self_id, 0) + nonce)
+    theirs = _read(sock, 48)
+    their_id, their_nonce = struct.unpack_from("<I", theirs, 8)[0], theirs[16:]
+    key = engine.pair_key(SECRET, self_id, their_id, b_gateway=True)
+    proof = hmac.new(key, b"coc-auth-2" + bytes([1]) + nonce + their_nonce +
+                     struct.pack("<II", self_id, their_id), hashlib.sha256).digest()
+    sock.sendall(proof)
+    assert len(_read(sock, 32)) == 32
+    return sock
+
+
+def _read(sock, n):
+    data = b""
+    while len(data) < n and (chunk := sock.recv(n - len(data))):
+        data += chunk
+    return data
+
+
+def _eager(source, dest, tag, payload):
+    return struct.pack("<BBBBIIIiIQQQQQ", 0xC0, 1, 1, 0, 0, source, dest, tag, len(payload),
+                       0, 0, len(payload), 0, 0) + payload
+
+
+def test_a_frame_with_another_endpoints_source_is_dropped_at_the_gateway(open_engine, gateway):
+    me = open_engine(1)
+    gw = gateway(GW, peers={1: me.address}, routes={1: [[1, 1]]})
+    forger = _raw_endpoint(gw.address, 7)
+    forger.sendall(_eager(5, 1, 1, b"from 5"))
+    assert _read(forger, 1) == b""                  # dropped
+    forger.close()
+    honest = _raw_endpoint(gw.address, 7)          # the same id, once the first is gone
+    honest.sendall(_eager(7, 1, 2, b"from 7"))
+    out = bytearray(6)
+    assert me.irecv(out, 7, tag=2).wait(TIMEOUT).source == 7 and out == b"from 7"
+    assert me.iprobe(tag=1) is None                 # the forged frame went nowhere
+    honest.close()
+    stats = gw.stats()
+    assert stats["protocol_errors"] == 1 and stats["duplicate_ids"] == 0, stats
+    gw.log.seek(0)
+    assert b"sent a frame with source endpoint 5" in gw.log.read()
+
+
+def test_a_second_connection_for_a_connected_id_is_refused_and_the_first_keeps_working(
+        open_engine, gateway):
+    me = open_engine(1, secret=None, keys=issued(1, [GW]))
+    gw = gateway(GW, peers={1: me.address}, routes={1: [[1, 1]]})
+    first = _raw_endpoint(gw.address, 7)
+    second = _raw_endpoint(gw.address, 7)            # proves 7's key: a second process
+    assert _read(second, 1) == b""
+    second.close()
+    first.sendall(_eager(7, 1, 3, b"still"))
+    out = bytearray(5)
+    assert me.irecv(out, 7, tag=3).wait(TIMEOUT).count == 5 and out == b"still"
+    first.close()
+    stats = gw.stats()
+    assert stats["duplicate_ids"] == 1 and stats["auth_failures"] == 0, stats
+    gw.log.seek(0)
+    assert b"refused: endpoint 7 is connected already (tcp from 127.0.0.1:" in gw.log.read()
