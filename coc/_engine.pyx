@@ -11,7 +11,7 @@ early, because the engine keeps every pending request referenced until it comple
 """
 cimport cython
 from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE,
-                             PyBuffer_Release, PyObject_GetBuffer)
+                             PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer)
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
@@ -25,8 +25,8 @@ import warnings
 
 from coc import errors as _errors
 
-__all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "Engine", "Request", "Status", "strerror",
-           "raise_for", "version", "selftest"]
+__all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "Engine", "Request", "Status", "Message",
+           "strerror", "raise_for", "version", "selftest"]
 
 ANY_SOURCE = c.COC_ANY_SOURCE
 ANY_TAG = c.COC_ANY_TAG
@@ -150,6 +150,39 @@ cdef Status _status(c.coc_status *st):
     return Status(st.source, st.tag, st.context, st.count)
 
 
+@cython.final
+cdef class Message:
+    """The bytes of a message the engine received into memory of its own (exact size).
+
+    Returned by :meth:`Request.message` after :meth:`Engine.irecv_alloc`; a writable
+    buffer (``memoryview(msg)``, ``numpy.frombuffer(msg, ...)``) over the engine's memory,
+    no copy. The memory is freed when the last view of it goes.
+    """
+    cdef void *_p
+    cdef Py_ssize_t _n
+
+    def __cinit__(self):
+        self._p = NULL
+        self._n = 0
+
+    def __dealloc__(self):
+        if self._p != NULL:
+            c.coc_buffer_free(self._p)
+            self._p = NULL
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        PyBuffer_FillInfo(view, self, self._p, self._n, 0, flags)
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+    def __len__(self):
+        return self._n
+
+    def __repr__(self):
+        return f"<coc._engine.Message {self._n} bytes>"
+
+
 @cython.no_gc_clear
 cdef class Request:
     """A non-blocking send or receive in flight; holds its buffer until the engine is done.
@@ -169,6 +202,10 @@ cdef class Request:
     cdef Status _result     # set once complete
     cdef Py_ssize_t _size   # bytes of the buffer
     cdef int _waiters       # threads inside coc_wait on this request (GIL released)
+    cdef Py_buffer *_views  # a gather-send's buffers (isendv), _nviews of them
+    cdef Py_ssize_t _nviews
+    cdef bint _alloc        # irecv_alloc: the engine allocates the buffer
+    cdef Message _message   # irecv_alloc: the message's bytes, once complete
 
     def __cinit__(self):
         self._r = NULL
@@ -182,14 +219,27 @@ cdef class Request:
         self._release()
 
     cdef void _release(self):
+        cdef Py_ssize_t i
         if self._has_view:
             PyBuffer_Release(&self._view)
             self._has_view = False
+        if self._views != NULL:
+            for i in range(self._nviews):
+                PyBuffer_Release(&self._views[i])
+            free(self._views)
+            self._views = NULL
 
     cdef void _finish(self, c.coc_status *st):
         """Record the outcome, free the C request, release the buffer, leave the engine."""
+        cdef size_t n = 0
+        cdef void *p
         self._result = _status(st)
         self._error = st.error
+        if self._alloc and self._r != NULL:
+            p = c.coc_request_take_buffer(self._r, &n)
+            if p != NULL:
+                self._message = Message.__new__(Message)
+                self._message._p, self._message._n = p, n
         self._free()
         self._release()
         self._engine._pending.discard(self)
@@ -331,6 +381,14 @@ cdef class Request:
             PyErr_CheckSignals()
             if deadline >= 0 and _now_ns() >= deadline:
                 raise _errors.CocTimeoutError(f"{self._what()}: not complete after {timeout} s")
+
+    def message(self):
+        """Return the :class:`Message` an :meth:`Engine.irecv_alloc` receive completed with.
+
+        Call it after :meth:`wait` or :meth:`test` returned the status (the bytes of a
+        truncated message are its first ``max`` bytes); None for other requests.
+        """
+        return self._message
 
     def cancel(self):
         """Cancel a receive that has not matched yet; return True if it was cancelled.
@@ -561,6 +619,67 @@ cdef class Engine:
         self._enter()
         with nogil:
             rc = c.coc_isend(self._e, d, ctx, t, req._view.buf, req._view.len, &req._r)
+        return self._posted(req, rc)
+
+    def isendv(self, bufs, dest, tag=0, context=0):
+        """Send the buffers ``bufs`` (a sequence of contiguous buffers) as ONE message.
+
+        The receiver sees one message holding their bytes in order. No buffer may change
+        until the request completes; small messages are joined into one copy by the engine,
+        large ones stream from the buffers themselves.
+        """
+        cdef Py_ssize_t n = len(bufs), i
+        cdef c.coc_iovec *iov
+        cdef Request req
+        cdef uint32_t d = dest, ctx = context
+        cdef int32_t t = tag
+        cdef int rc
+        if n > c.COC_IOV_MAX:
+            raise ValueError(f"isendv to endpoint {dest}: {n} buffers, more than "
+                             f"{c.COC_IOV_MAX}")
+        req = Request.__new__(Request)
+        req._engine, req._is_send, req._peer, req._tag = self, True, dest, tag
+        req._context = context
+        req._views = <Py_buffer *>malloc(max(n, 1) * sizeof(Py_buffer))
+        iov = <c.coc_iovec *>malloc(max(n, 1) * sizeof(c.coc_iovec))
+        if req._views == NULL or iov == NULL:
+            free(iov)
+            raise MemoryError()
+        try:
+            for i in range(n):
+                PyObject_GetBuffer(bufs[i], &req._views[i], PyBUF_ANY_CONTIGUOUS)
+                req._nviews = i + 1
+                iov[i].base = req._views[i].buf
+                iov[i].len = req._views[i].len
+                req._size += req._views[i].len
+            self._enter()
+            with nogil:
+                rc = c.coc_isendv(self._e, d, ctx, t, iov, n, &req._r)
+        except BaseException:
+            req._release()
+            raise
+        finally:
+            free(iov)
+        return self._posted(req, rc)
+
+    def irecv_alloc(self, source=ANY_SOURCE, tag=ANY_TAG, context=0, max=None):
+        """Post a receive whose buffer the engine allocates, of the message's exact size.
+
+        After completion :meth:`Request.message` returns the bytes (a :class:`Message`,
+        no copy). A message above ``max`` bytes (None: no limit) is truncated to its first
+        ``max`` bytes and raises :class:`coc.errors.TruncationError`.
+        """
+        cdef Request req = Request.__new__(Request)
+        cdef int32_t s = source, t = tag
+        cdef uint32_t ctx = context
+        cdef size_t cap = <size_t>-1 if max is None else max
+        cdef int rc
+        req._engine, req._is_send, req._peer, req._tag = self, False, source, tag
+        req._context, req._alloc = context, True
+        req._size = <Py_ssize_t>(cap >> 1) if max is None else max
+        self._enter()
+        with nogil:
+            rc = c.coc_irecv_alloc(self._e, s, ctx, t, cap, &req._r)
         return self._posted(req, rc)
 
     def irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
