@@ -16,7 +16,9 @@
  * osu_mbw_mr does: COUNT messages of SIZE bytes in windows of WINDOW sent back to back,
  * the server answering only the last of each window with an empty message, and prints
  *   rate SIZE COUNT ELAPSED_NS
- * (a length word with NO_ECHO set is not answered; with ACK set it gets an empty reply).
+ * (a length word with NO_ECHO set is not answered; with ACK set it gets an empty reply;
+ * an empty frame with both set first switches the server to reading one frame at a time,
+ * and is answered before any window leaves, so no greedy read can swallow a window).
  * Self-contained: needs nothing of libcoc.
  */
 #include <arpa/inet.h>
@@ -81,7 +83,7 @@ static void send_flagged(int fd, uint32_t len, uint32_t flags) {
 static void send_msg(int fd, uint32_t len) { send_flagged(fd, len, 0); }
 
 static uint32_t flags_in; /* the flags of the last frame recv_msg read */
-static int streaming;     /* set by the first NO_ECHO frame: never read past one frame */
+static int streaming;     /* rate mode (set by the client): never read past one frame */
 
 /* Receive one frame; return its payload length, or -1 at end of stream. In ping-pong the
  * peer sends nothing more before our reply, so reading greedily never takes a second
@@ -128,9 +130,9 @@ static int serve(const char *host, const char *port) {
     close(lfd);
     tune(fd);
     for (int64_t len; (len = recv_msg(fd)) >= 0;) {
-        if (flags_in & NO_ECHO)
+        if (flags_in == (NO_ECHO | ACK))
             streaming = 1;
-        else
+        if (!(flags_in & NO_ECHO) || flags_in == (NO_ECHO | ACK))
             send_msg(fd, flags_in & ACK ? 0 : (uint32_t)len);
     }
     close(fd);
@@ -162,6 +164,8 @@ static int parse_spec(const char *spec, unsigned long *size, unsigned long *iter
 
 /* Send count messages of size bytes in windows, each window's last answered; return ns. */
 static uint64_t stream(int fd, unsigned long size, unsigned long count, unsigned long window) {
+    send_flagged(fd, 0, NO_ECHO | ACK); /* the server reads one frame at a time from now */
+    if (recv_msg(fd) != 0) die("rate mode");
     uint64_t t0 = now_ns();
     for (unsigned long sent = 0; sent < count;) {
         unsigned long n = count - sent < window ? count - sent : window;
