@@ -133,7 +133,11 @@ class Communicator:
         return self._ranks[rank]
 
     def _irecv(self, buf, source, tag, slot):
-        """Post a receive on context ``slot`` from rank ``source``: site MPI or the engine."""
+        """Post a receive on context ``slot`` from rank ``source``: site MPI or the engine.
+
+        ``buf`` None receives a message of any size into memory the engine (or MPI)
+        allocates; the part's ``message()`` returns it.
+        """
         world = self._world
         if self._mpi is not None:
             if source == ANY_SOURCE:
@@ -141,6 +145,8 @@ class Communicator:
             target = self._ranks[source]
             if target in self._mpi_rank:
                 return world.site_mpi.irecv(self, buf, target, tag, slot)
+        if buf is None:
+            return world.engine.irecv_alloc(self._endpoint(source), tag, self._context + slot)
         return world.engine.irecv(buf, self._endpoint(source), tag, self._context + slot)
 
     def _next_collective_tag(self):
@@ -176,13 +182,12 @@ class Communicator:
         """Start sending ``obj`` to ``dest``; return a :class:`Request`."""
         if dest == PROC_NULL:
             return Request(_null(), self)
-        return Request(transport.sent(self._post_obj(obj, dest, tag)), self)
+        return Request(transport.sent([self._post_obj(obj, dest, tag)]), self)
 
     def send(self, obj, dest, tag=0):
         """Send ``obj`` to rank ``dest`` (returns when ``obj`` may be changed)."""
         if dest != PROC_NULL:
-            for part in self._post_obj(obj, dest, tag):
-                _wait(self, part)
+            _wait(self, self._post_obj(obj, dest, tag))
 
     def _post_obj(self, obj, dest, tag):
         _check_tag(tag)
@@ -241,7 +246,7 @@ class Communicator:
     def probe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Block until an object from ``source`` with ``tag`` can be received; return True.
 
-        ``status.count`` is the size of the object's first message, not of the object.
+        ``status.count`` is the size of the object's message (its pickle and buffers).
         """
         return self._probe(source, tag, transport.OBJ, status, True)
 
