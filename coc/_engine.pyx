@@ -616,10 +616,93 @@ cdef class Engine:
         cdef uint32_t d = dest, ctx = context
         cdef int32_t t = tag
         cdef int rc
-        self._enter()
-        with nogil:
-            rc = c.coc_isend(self._e, d, ctx, t, req._view.buf, req._view.len, &req._r)
+        self._enter()                    # posting never blocks: the GIL stays
+        rc = c.coc_isend(self._e, d, ctx, t, req._view.buf, req._view.len, &req._r)
         return self._posted(req, rc)
+
+    cdef Request _adopt(self, c.coc_request *r, Py_buffer *view, bint is_send, int peer,
+                        int tag, unsigned int context, bint alloc):
+        """Wrap C request ``r`` (and the export ``view``, if any) in a tracked Request."""
+        cdef Request req = Request.__new__(Request)
+        req._r = r
+        if view != NULL:
+            req._view = view[0]
+            req._has_view = True
+            req._size = view.len
+        req._engine, req._is_send, req._peer, req._tag = self, is_send, peer, tag
+        req._context, req._alloc = context, alloc
+        self._track(req)
+        return req
+
+    cdef int _open_check(self) except -1:
+        """Raise ClosedError unless this process may post on the engine now."""
+        self._enter()
+        self._busy -= 1
+        return 0
+
+    # Blocking point-to-point: post, look once, and only when the operation is not complete
+    # at once make a Request and wait (GIL released). Posting never blocks (the engine
+    # takes its lock for a moment), so it keeps the GIL: a small message that is written,
+    # copied or already here costs no Request, no Status of its own and no GIL switch.
+
+    def send(self, buf, dest, tag=0, context=0):
+        """Send ``buf`` to endpoint ``dest``; return once ``buf`` may change (isend + wait)."""
+        cdef Py_buffer view
+        cdef c.coc_request *r = NULL
+        cdef c.coc_status st
+        cdef int rc
+        self._open_check()
+        PyObject_GetBuffer(buf, &view, PyBUF_ANY_CONTIGUOUS)
+        rc = c.coc_isend(self._e, dest, context, tag, view.buf, view.len, &r)
+        if rc < 0:
+            PyBuffer_Release(&view)
+            check(rc, f"send to endpoint {dest} (tag {tag})")
+        if c.coc_wait(r, 0, &st) == 0 and st.error == 0:
+            c.coc_request_free(r)
+            PyBuffer_Release(&view)
+            return
+        self._adopt(r, &view, True, dest, tag, context, False).wait()
+
+    def recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
+        """Receive into ``buf`` (irecv + wait); return the :class:`Status`."""
+        cdef Py_buffer view
+        cdef c.coc_request *r = NULL
+        cdef c.coc_status st
+        cdef int rc
+        self._open_check()
+        PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+        rc = c.coc_irecv(self._e, source, context, tag, view.buf, view.len, &r)
+        if rc < 0:
+            PyBuffer_Release(&view)
+            check(rc, "receive")
+        if c.coc_wait(r, 0, &st) == 0 and st.error == 0:
+            c.coc_request_free(r)
+            PyBuffer_Release(&view)
+            return _status(&st)
+        return self._adopt(r, &view, False, source, tag, context, False).wait()
+
+    def recv_alloc(self, source=ANY_SOURCE, tag=ANY_TAG, context=0, max=None):
+        """Receive a message of any size (irecv_alloc + wait); return ``(Status, Message)``."""
+        cdef c.coc_request *r = NULL
+        cdef c.coc_status st
+        cdef size_t cap = <size_t>-1 if max is None else max
+        cdef size_t n = 0
+        cdef void *p
+        cdef Message m
+        cdef Request req
+        cdef int rc
+        self._open_check()
+        rc = c.coc_irecv_alloc(self._e, source, context, tag, cap, &r)
+        check(rc, "receive")
+        if c.coc_wait(r, 0, &st) == 0 and st.error == 0:
+            p = c.coc_request_take_buffer(r, &n)
+            c.coc_request_free(r)
+            m = Message.__new__(Message)
+            m._p, m._n = p, n
+            return _status(&st), m
+        req = self._adopt(r, NULL, False, source, tag, context, True)
+        req._size = <Py_ssize_t>(cap >> 1) if max is None else max
+        return req.wait(), req._message
 
     def isendv(self, bufs, dest, tag=0, context=0):
         """Send the buffers ``bufs`` (a sequence of contiguous buffers) as ONE message.
@@ -653,8 +736,7 @@ cdef class Engine:
                 iov[i].len = req._views[i].len
                 req._size += req._views[i].len
             self._enter()
-            with nogil:
-                rc = c.coc_isendv(self._e, d, ctx, t, iov, n, &req._r)
+            rc = c.coc_isendv(self._e, d, ctx, t, iov, n, &req._r)
         except BaseException:
             req._release()
             raise
@@ -678,8 +760,7 @@ cdef class Engine:
         req._context, req._alloc = context, True
         req._size = <Py_ssize_t>(cap >> 1) if max is None else max
         self._enter()
-        with nogil:
-            rc = c.coc_irecv_alloc(self._e, s, ctx, t, cap, &req._r)
+        rc = c.coc_irecv_alloc(self._e, s, ctx, t, cap, &req._r)
         return self._posted(req, rc)
 
     def irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
@@ -689,8 +770,7 @@ cdef class Engine:
         cdef uint32_t ctx = context
         cdef int rc
         self._enter()
-        with nogil:
-            rc = c.coc_irecv(self._e, s, ctx, t, req._view.buf, req._view.len, &req._r)
+        rc = c.coc_irecv(self._e, s, ctx, t, req._view.buf, req._view.len, &req._r)
         return self._posted(req, rc)
 
     def iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, context=0):

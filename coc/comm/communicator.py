@@ -74,6 +74,9 @@ class Communicator:
         self._any_parts = []           # site MPI: ANY_SOURCE receives not matched yet
         if world.site_mpi is not None:
             world.site_mpi.attach(self, transport.SLOTS)
+        # The fast path of blocking point-to-point: every peer through the engine.
+        self._direct = self._mpi is None
+        self._engine = world.engine
 
     # -- identity and topology ------------------------------------------------------------
     def Get_rank(self):
@@ -186,8 +189,19 @@ class Communicator:
 
     def send(self, obj, dest, tag=0):
         """Send ``obj`` to rank ``dest`` (returns when ``obj`` may be changed)."""
-        if dest != PROC_NULL:
-            _wait(self, self._post_obj(obj, dest, tag))
+        if dest == PROC_NULL:
+            return
+        _check_tag(tag)
+        message = transport.encode_obj(obj)
+        if self._direct and type(message) is bytes and 0 <= dest < self.size:
+            target = self._ranks[dest]
+            try:
+                self._engine.send(message, target, tag, self._context + transport.OBJ)
+            except PeerLost as exc:
+                raise translate(self, exc) from None
+            self._world.count(target, len(message))
+            return
+        _wait(self, transport.post(self, message, dest, tag, transport.OBJ))
 
     def _post_obj(self, obj, dest, tag):
         _check_tag(tag)
@@ -208,7 +222,17 @@ class Communicator:
         """Receive and return an object from ``source`` with ``tag``."""
         if source == PROC_NULL:
             return self.irecv(buf, source, tag).wait(status)
-        self._endpoint(source)
+        endpoint = self._endpoint(source)
+        if self._direct:
+            try:
+                st, message = self._engine.recv_alloc(endpoint, tag,
+                                                      self._context + transport.OBJ)
+            except PeerLost as exc:
+                raise translate(self, exc) from None
+            obj = transport.decode_obj(self, message, st)
+            if status is not None:
+                status._fill(Status(self._rank_of(st.source), st.tag, st.count))
+            return obj
         obj, st = run(self._recv_obj(source, tag), self)
         if status is not None:
             status._fill(st)
@@ -265,6 +289,18 @@ class Communicator:
 
     def Send(self, buf, dest, tag=0):
         """Send the buffer ``buf`` to rank ``dest``."""
+        if (self._direct and type(buf) is np.ndarray and 0 <= dest < self.size
+                and 0 <= tag <= MAX_TAG):                  # the fast path
+            target = self._ranks[dest]
+            try:
+                self._engine.send(buf, target, tag, self._context + transport.BUF)
+            except BufferError:                            # not contiguous: below
+                pass
+            except PeerLost as exc:
+                raise translate(self, exc) from None
+            else:
+                self._world.count(target, buf.nbytes)
+                return
         _check_tag(tag)
         if dest == PROC_NULL:
             return
@@ -282,6 +318,18 @@ class Communicator:
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receive into the buffer ``buf``; a larger message raises TruncationError."""
+        if self._direct and type(buf) is np.ndarray and ANY_SOURCE <= source < self.size:
+            try:                                           # the fast path
+                st = self._engine.recv(buf, self._ranks[source] if source >= 0 else source,
+                                       tag, self._context + transport.BUF)
+            except BufferError:                            # not contiguous: below
+                pass
+            except (TruncationError, PeerLost) as exc:
+                raise translate(self, exc) from None
+            else:
+                if status is not None:
+                    status._fill(Status(self._rank_of(st.source), st.tag, st.count))
+                return
         if source == PROC_NULL:
             self.Irecv(buf, source, tag).Wait(status)
             return
@@ -292,10 +340,15 @@ class Communicator:
     def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
                  recvtag=ANY_TAG, status=None):
         """Send ``sendbuf`` to ``dest`` and receive into ``recvbuf`` from ``source`` at once."""
-        req = self.Irecv(recvbuf, source, recvtag)
-        sent = self.Isend(sendbuf, dest, sendtag)
-        req.Wait(status)
-        sent.Wait()
+        if source == PROC_NULL:
+            self.Send(sendbuf, dest, sendtag)
+            self.Irecv(recvbuf, source, recvtag).Wait(status)
+            return
+        req = self._irecv(as_array(recvbuf), source, recvtag, transport.BUF)
+        self.Send(sendbuf, dest, sendtag)   # the receive is posted: no deadlock if both do it
+        st = _wait(self, req)
+        if status is not None:
+            status._fill(Status(self._rank_of(st.source), st.tag, st.count))
 
     def Probe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Block until a buffer message from ``source`` with ``tag`` has arrived; return True."""

@@ -28,7 +28,7 @@ import numpy as np
 from coc.comm import pickling
 
 __all__ = ["CONTEXTS", "OBJ", "BUF", "COLL", "COLL_BUF", "SLOTS", "ALIGN", "post",
-           "post_obj", "recv_obj", "decode_obj", "parallel", "sent"]
+           "post_obj", "encode_obj", "recv_obj", "decode_obj", "parallel", "sent"]
 
 CONTEXTS = 8
 OBJ, BUF, COLL, COLL_BUF = 0, 2, 3, 5     # slots 1 and 4 are spare (once objects' parts)
@@ -77,9 +77,14 @@ def post(comm, buf, dest, tag, ctx):
 
 def post_obj(comm, obj, dest, tag, ctx):
     """Start sending object ``obj`` as one message on context ``ctx``; return the request."""
+    return post(comm, encode_obj(obj), dest, tag, ctx)
+
+
+def encode_obj(obj):
+    """Return the message of ``obj``: its pickle stream, or a gather list (see above)."""
     stream, buffers = pickling.dumps(obj)
     if not buffers:
-        return post(comm, stream, dest, tag, ctx)
+        return stream
     sizes = [b.nbytes for b in buffers]
     head = _HEAD.pack(_GATHER, len(sizes), len(stream)) + struct.pack(f"<{len(sizes)}Q", *sizes)
     parts = [head, stream]
@@ -90,7 +95,7 @@ def post_obj(comm, obj, dest, tag, ctx):
             parts.append(_ZEROS[:pad])
         parts.append(b)
         at += pad + n
-    return post(comm, parts, dest, tag, ctx)
+    return parts
 
 
 def decode_obj(comm, message, st):
