@@ -12,7 +12,7 @@ from coc.comm import transport
 from coc.comm.buffers import IN_PLACE, as_array, as_vector, contiguous
 from coc.comm.collectives import base, flat, hierarchical
 from coc.comm.ops import SUM, Op
-from coc.comm.request import Request, Status, run, translate
+from coc.comm.request import Request, Single, Status, run, translate
 from coc.errors import PeerLost, TruncationError
 
 __all__ = ["Communicator", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED"]
@@ -285,7 +285,7 @@ class Communicator:
         if dest == PROC_NULL:
             return Request(_null(), self)
         part = transport.post(self, contiguous(as_array(buf)), dest, tag, transport.BUF)
-        return Request(transport.sent([part]), self)
+        return Single(part, self, False)
 
     def Send(self, buf, dest, tag=0):
         """Send the buffer ``buf`` to rank ``dest``."""
@@ -306,15 +306,11 @@ class Communicator:
             return
         _wait(self, transport.post(self, contiguous(as_array(buf)), dest, tag, transport.BUF))
 
-    def _recv_buf(self, arr, source, tag):
-        (st,) = yield [self._irecv(arr, source, tag, transport.BUF)]
-        return None, Status(self._rank_of(st.source), st.tag, st.count)
-
     def Irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
         """Start receiving into the buffer ``buf``; return a :class:`Request`."""
         if source == PROC_NULL:
             return Request(_null(), self)
-        return Request(self._recv_buf(as_array(buf), source, tag), self)
+        return Single(self._irecv(as_array(buf), source, tag, transport.BUF), self, True)
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receive into the buffer ``buf``; a larger message raises TruncationError."""

@@ -226,6 +226,7 @@ struct coc_engine {
     int ofd;                           /* outer poller of the progress thread: pfd + wfd */
     pthread_mutex_t spin_lock;         /* guards spinners and arming pfd in ofd */
     int spinners;                      /* threads polling pfd themselves right now */
+    _Atomic int64_t spin_budget;       /* adaptive spin of coc_wait, ns (engine.c) */
     _Atomic int notified;
     int tcp_fd, unix_fd, reserve_fd;
     uint16_t tcp_port;
