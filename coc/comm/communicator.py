@@ -290,17 +290,14 @@ class Communicator:
     def Send(self, buf, dest, tag=0):
         """Send the buffer ``buf`` to rank ``dest``."""
         if (self._direct and type(buf) is np.ndarray and 0 <= dest < self.size
-                and 0 <= tag <= MAX_TAG):                  # the fast path
+                and 0 <= tag <= MAX_TAG and buf.flags.c_contiguous):   # the fast path
             target = self._ranks[dest]
             try:
                 self._engine.send(buf, target, tag, self._context + transport.BUF)
-            except BufferError:                            # not contiguous: below
-                pass
             except PeerLost as exc:
                 raise translate(self, exc) from None
-            else:
-                self._world.count(target, buf.nbytes)
-                return
+            self._world.count(target, buf.nbytes)
+            return
         _check_tag(tag)
         if dest == PROC_NULL:
             return
@@ -314,18 +311,16 @@ class Communicator:
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receive into the buffer ``buf``; a larger message raises TruncationError."""
-        if self._direct and type(buf) is np.ndarray and ANY_SOURCE <= source < self.size:
-            try:                                           # the fast path
+        if (self._direct and type(buf) is np.ndarray and ANY_SOURCE <= source < self.size
+                and buf.flags.c_contiguous):               # the fast path
+            try:
                 st = self._engine.recv(buf, self._ranks[source] if source >= 0 else source,
                                        tag, self._context + transport.BUF)
-            except BufferError:                            # not contiguous: below
-                pass
             except (TruncationError, PeerLost) as exc:
                 raise translate(self, exc) from None
-            else:
-                if status is not None:
-                    status._fill(Status(self._rank_of(st.source), st.tag, st.count))
-                return
+            if status is not None:
+                status._fill(Status(self._rank_of(st.source), st.tag, st.count))
+            return
         if source == PROC_NULL:
             self.Irecv(buf, source, tag).Wait(status)
             return
