@@ -701,7 +701,7 @@ cdef class Engine:
             m._p, m._n = p, n
             return _status(&st), m
         req = self._adopt(r, NULL, False, source, tag, context, True)
-        req._size = <Py_ssize_t>(cap >> 1) if max is None else max
+        req._size = 0 if max is None else max  # pending(): 0 = any size
         return req.wait(), req._message
 
     def isendv(self, bufs, dest, tag=0, context=0):
@@ -758,7 +758,7 @@ cdef class Engine:
         cdef int rc
         req._engine, req._is_send, req._peer, req._tag = self, False, source, tag
         req._context, req._alloc = context, True
-        req._size = <Py_ssize_t>(cap >> 1) if max is None else max
+        req._size = 0 if max is None else max  # pending(): 0 = any size
         self._enter()
         rc = c.coc_irecv_alloc(self._e, s, ctx, t, cap, &req._r)
         return self._posted(req, rc)
