@@ -14,10 +14,7 @@
  * budget that follows twice the recent wait times when they are shorter than spin_ns (the
  * cap), and decays towards SPIN_MIN_NS when waits run longer (a round trip through
  * gateways, a peer that computes): spinning then costs no CPU that another process of
- * the job needs. And it keeps spinning only while spinning pays: it compares the mean
- * wait of waits that spun with that of waits that blocked at once (one wait in
- * EXPLORE_EVERY tries the other way) and spins only while the former is not longer — on
- * a machine whose cores other work holds, a spinner slows the very peer it waits for. After the spin, a waiter that finds no other thread progressing blocks
+ * the job needs. After the spin, a waiter that finds no other thread progressing blocks
  * in the sockets' poller itself, as a byte relay blocks in epoll_wait: when the message
  * comes, the thread that wants it is the one woken, one wake-up instead of two (the
  * progress thread's, then the futex's). Otherwise it sleeps on the futex as before.
@@ -55,7 +52,6 @@
 #define DEFAULT_SPIN_NS 50000
 #define SPIN_MIN_NS 2000      /* the adaptive spin budget never drops below this */
 #define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
-#define EXPLORE_EVERY 16      /* one wait in this many tries spinning or blocking, whichever is out */
 #define DEFAULT_SHM 1 /* see docs/engine.md "Same-host transport" */
 #define HOUSEKEEPING_MS 100
 
@@ -778,29 +774,6 @@ static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
     return rc;
 }
 
-/* Should this wait spin? While waits that spun took no longer on average than waits that
- * blocked at once; one in EXPLORE_EVERY does the other, so both means stay current. */
-static int should_spin(coc_engine *e)
-{
-    if (e->cfg.spin_ns <= 0)
-        return 0;
-    uint32_t n = atomic_fetch_add_explicit(&e->nwaits, 1, memory_order_relaxed);
-    int spins = atomic_load_explicit(&e->wait_spun, memory_order_relaxed) <=
-                atomic_load_explicit(&e->wait_blocked, memory_order_relaxed);
-    return n % EXPLORE_EVERY == EXPLORE_EVERY - 1 ? !spins : spins;
-}
-
-/* Fold a wait of `waited` ns into the mean of its kind (spun or not); a wait longer than
- * four times spin_ns counts as that (past it, spinning or not makes no difference). */
-static void note_wait(coc_engine *e, int spun, uint64_t waited)
-{
-    _Atomic int64_t *mean = spun ? &e->wait_spun : &e->wait_blocked;
-    int64_t cap = 4 * (int64_t)(e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0);
-    int64_t d = waited > (uint64_t)cap ? cap : (int64_t)waited;
-    int64_t m = atomic_load_explicit(mean, memory_order_relaxed);
-    atomic_store_explicit(mean, m ? m + (d - m) / 8 : d, memory_order_relaxed);
-}
-
 int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
 {
     if (!r)
@@ -811,29 +784,24 @@ int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
     uint64_t start = coc__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     spin_goal g = {.r = r, .st = st};
-    int spun = should_spin(e);
-    uint64_t budget = spun ? (uint64_t)atomic_load_explicit(&e->spin_budget, memory_order_relaxed) : 0;
+    uint64_t budget = (uint64_t)atomic_load_explicit(&e->spin_budget, memory_order_relaxed);
     if (spin(e, start, budget, deadline, &g)) {
         learn(e, coc__now_ns() - start);
-        note_wait(e, spun, coc__now_ns() - start);
         return 0;
     }
     int rc = block_in_poller(e, &g, deadline);
     if (rc != 0) {
         learn(e, rc > 0 ? coc__now_ns() - start : UINT64_MAX);
-        note_wait(e, spun, rc > 0 ? coc__now_ns() - start : UINT64_MAX);
         return rc > 0 ? 0 : rc;
     }
     for (;;) {
         if (done(r, st)) {
             learn(e, coc__now_ns() - start);
-            note_wait(e, spun, coc__now_ns() - start);
             return 0;
         }
         uint64_t now = coc__now_ns();
         if (now >= deadline) {
             learn(e, UINT64_MAX);
-            note_wait(e, spun, UINT64_MAX);
             return COC_ETIMEDOUT;
         }
         uint64_t left = deadline - now;

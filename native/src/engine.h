@@ -227,9 +227,6 @@ struct coc_engine {
     pthread_mutex_t spin_lock;         /* guards spinners and arming pfd in ofd */
     int spinners;                      /* threads polling pfd themselves right now */
     _Atomic int64_t spin_budget;       /* adaptive spin of coc_wait, ns (engine.c) */
-    _Atomic int64_t wait_spun;         /* mean wait (ns) of waits that spun first, */
-    _Atomic int64_t wait_blocked;      /* and of waits that blocked at once (engine.c) */
-    _Atomic uint32_t nwaits;
     _Atomic int notified;
     int tcp_fd, unix_fd, reserve_fd;
     uint16_t tcp_port;
