@@ -100,6 +100,17 @@ cdef extern from "coc/coc.h" nogil:
     int coc_probe(coc_engine *e, int32_t source, uint32_t context, int32_t tag,
                   int64_t timeout_ns, coc_status *st)
 
+    int coc_irecv_alloc(coc_engine *e, int32_t source, uint32_t context, int32_t tag,
+                        size_t max, coc_request **out)
+    void *coc_request_take_buffer(coc_request *r, size_t *len)
+    void coc_buffer_free(void *buf)
+    ctypedef struct coc_iovec:
+        const void *base
+        size_t len
+    int COC_IOV_MAX
+    int coc_isendv(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag,
+                   const coc_iovec *iov, size_t n, coc_request **out)
+
     ctypedef struct coc_stats:
         uint64_t frames_sent
         uint64_t frames_received

@@ -11,7 +11,7 @@ early, because the engine keeps every pending request referenced until it comple
 """
 cimport cython
 from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE,
-                             PyBuffer_Release, PyObject_GetBuffer)
+                             PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer)
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
@@ -27,7 +27,7 @@ import warnings
 from coc import errors as _errors
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "KEY_LEN", "Engine", "Request", "Status",
-           "strerror", "error", "raise_for", "version", "selftest", "pair_key"]
+           "Message", "strerror", "error", "raise_for", "version", "selftest", "pair_key"]
 
 ANY_SOURCE = c.COC_ANY_SOURCE
 ANY_TAG = c.COC_ANY_TAG
@@ -183,6 +183,39 @@ cdef Status _status(c.coc_status *st):
     return Status(st.source, st.tag, st.context, st.count)
 
 
+@cython.final
+cdef class Message:
+    """The bytes of a message the engine received into memory of its own (exact size).
+
+    Returned by :meth:`Request.message` after :meth:`Engine.irecv_alloc`; a writable
+    buffer (``memoryview(msg)``, ``numpy.frombuffer(msg, ...)``) over the engine's memory,
+    no copy. The memory is freed when the last view of it goes.
+    """
+    cdef void *_p
+    cdef Py_ssize_t _n
+
+    def __cinit__(self):
+        self._p = NULL
+        self._n = 0
+
+    def __dealloc__(self):
+        if self._p != NULL:
+            c.coc_buffer_free(self._p)
+            self._p = NULL
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        PyBuffer_FillInfo(view, self, self._p, self._n, 0, flags)
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+    def __len__(self):
+        return self._n
+
+    def __repr__(self):
+        return f"<coc._engine.Message {self._n} bytes>"
+
+
 @cython.no_gc_clear
 cdef class Request:
     """A non-blocking send or receive in flight; holds its buffer until the engine is done.
@@ -202,6 +235,10 @@ cdef class Request:
     cdef Status _result     # set once complete
     cdef Py_ssize_t _size   # bytes of the buffer
     cdef int _waiters       # threads inside coc_wait on this request (GIL released)
+    cdef Py_buffer *_views  # a gather-send's buffers (isendv), _nviews of them
+    cdef Py_ssize_t _nviews
+    cdef bint _alloc        # irecv_alloc: the engine allocates the buffer
+    cdef Message _message   # irecv_alloc: the message's bytes, once complete
 
     def __cinit__(self):
         self._r = NULL
@@ -215,14 +252,27 @@ cdef class Request:
         self._release()
 
     cdef void _release(self):
+        cdef Py_ssize_t i
         if self._has_view:
             PyBuffer_Release(&self._view)
             self._has_view = False
+        if self._views != NULL:
+            for i in range(self._nviews):
+                PyBuffer_Release(&self._views[i])
+            free(self._views)
+            self._views = NULL
 
     cdef void _finish(self, c.coc_status *st):
         """Record the outcome, free the C request, release the buffer, leave the engine."""
+        cdef size_t n = 0
+        cdef void *p
         self._result = _status(st)
         self._error = st.error
+        if self._alloc and self._r != NULL:
+            p = c.coc_request_take_buffer(self._r, &n)
+            if p != NULL:
+                self._message = Message.__new__(Message)
+                self._message._p, self._message._n = p, n
         self._free()
         self._release()
         self._engine._pending.discard(self)
@@ -365,6 +415,14 @@ cdef class Request:
             PyErr_CheckSignals()
             if deadline >= 0 and _now_ns() >= deadline:
                 raise error(c.COC_ETIMEDOUT, f"{self._what()}: not complete after {timeout} s")
+
+    def message(self):
+        """Return the :class:`Message` an :meth:`Engine.irecv_alloc` receive completed with.
+
+        Call it after :meth:`wait` or :meth:`test` returned the status (the bytes of a
+        truncated message are its first ``max`` bytes); None for other requests.
+        """
+        return self._message
 
     def cancel(self):
         """Cancel a receive that has not matched yet; return True if it was cancelled.
@@ -643,9 +701,151 @@ cdef class Engine:
         cdef uint32_t d = dest, ctx = context
         cdef int32_t t = tag
         cdef int rc
+        self._enter()                    # posting never blocks: the GIL stays
+        rc = c.coc_isend(self._e, d, ctx, t, req._view.buf, req._view.len, &req._r)
+        return self._posted(req, rc)
+
+    cdef Request _adopt(self, c.coc_request *r, Py_buffer *view, bint is_send, int peer,
+                        int tag, unsigned int context, bint alloc):
+        """Wrap C request ``r`` (and the export ``view``, if any) in a tracked Request."""
+        cdef Request req = Request.__new__(Request)
+        req._r = r
+        if view != NULL:
+            req._view = view[0]
+            req._has_view = True
+            req._size = view.len
+        req._engine, req._is_send, req._peer, req._tag = self, is_send, peer, tag
+        req._context, req._alloc = context, alloc
+        self._track(req)
+        return req
+
+    cdef int _open_check(self) except -1:
+        """Raise ClosedError unless this process may post on the engine now."""
         self._enter()
-        with nogil:
-            rc = c.coc_isend(self._e, d, ctx, t, req._view.buf, req._view.len, &req._r)
+        self._busy -= 1
+        return 0
+
+    # Blocking point-to-point: post, look once, and only when the operation is not complete
+    # at once make a Request and wait (GIL released). Posting never blocks (the engine
+    # takes its lock for a moment), so it keeps the GIL: a small message that is written,
+    # copied or already here costs no Request, no Status of its own and no GIL switch.
+
+    def send(self, buf, dest, tag=0, context=0):
+        """Send ``buf`` to endpoint ``dest``; return once ``buf`` may change (isend + wait)."""
+        cdef Py_buffer view
+        cdef c.coc_request *r = NULL
+        cdef c.coc_status st
+        cdef int rc
+        self._open_check()
+        PyObject_GetBuffer(buf, &view, PyBUF_ANY_CONTIGUOUS)
+        rc = c.coc_isend(self._e, dest, context, tag, view.buf, view.len, &r)
+        if rc < 0:
+            PyBuffer_Release(&view)
+            check(rc, f"send to endpoint {dest} (tag {tag})")
+        if c.coc_wait(r, 0, &st) == 0 and st.error == 0:
+            c.coc_request_free(r)
+            PyBuffer_Release(&view)
+            return
+        self._adopt(r, &view, True, dest, tag, context, False).wait()
+
+    def recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
+        """Receive into ``buf`` (irecv + wait); return the :class:`Status`."""
+        cdef Py_buffer view
+        cdef c.coc_request *r = NULL
+        cdef c.coc_status st
+        cdef int rc
+        self._open_check()
+        PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+        rc = c.coc_irecv(self._e, source, context, tag, view.buf, view.len, &r)
+        if rc < 0:
+            PyBuffer_Release(&view)
+            check(rc, "receive")
+        if c.coc_wait(r, 0, &st) == 0 and st.error == 0:
+            c.coc_request_free(r)
+            PyBuffer_Release(&view)
+            return _status(&st)
+        return self._adopt(r, &view, False, source, tag, context, False).wait()
+
+    def recv_alloc(self, source=ANY_SOURCE, tag=ANY_TAG, context=0, max=None):
+        """Receive a message of any size (irecv_alloc + wait); return ``(Status, Message)``."""
+        cdef c.coc_request *r = NULL
+        cdef c.coc_status st
+        cdef size_t cap = <size_t>-1 if max is None else max
+        cdef size_t n = 0
+        cdef void *p
+        cdef Message m
+        cdef Request req
+        cdef int rc
+        self._open_check()
+        rc = c.coc_irecv_alloc(self._e, source, context, tag, cap, &r)
+        check(rc, "receive")
+        if c.coc_wait(r, 0, &st) == 0 and st.error == 0:
+            p = c.coc_request_take_buffer(r, &n)
+            c.coc_request_free(r)
+            m = Message.__new__(Message)
+            m._p, m._n = p, n
+            return _status(&st), m
+        req = self._adopt(r, NULL, False, source, tag, context, True)
+        req._size = 0 if max is None else max  # pending(): 0 = any size
+        return req.wait(), req._message
+
+    def isendv(self, bufs, dest, tag=0, context=0):
+        """Send the buffers ``bufs`` (a sequence of contiguous buffers) as ONE message.
+
+        The receiver sees one message holding their bytes in order. No buffer may change
+        until the request completes; small messages are joined into one copy by the engine,
+        large ones stream from the buffers themselves.
+        """
+        cdef Py_ssize_t n = len(bufs), i
+        cdef c.coc_iovec *iov
+        cdef Request req
+        cdef uint32_t d = dest, ctx = context
+        cdef int32_t t = tag
+        cdef int rc
+        if n > c.COC_IOV_MAX:
+            raise ValueError(f"isendv to endpoint {dest}: {n} buffers, more than "
+                             f"{c.COC_IOV_MAX}")
+        req = Request.__new__(Request)
+        req._engine, req._is_send, req._peer, req._tag = self, True, dest, tag
+        req._context = context
+        req._views = <Py_buffer *>malloc(max(n, 1) * sizeof(Py_buffer))
+        iov = <c.coc_iovec *>malloc(max(n, 1) * sizeof(c.coc_iovec))
+        if req._views == NULL or iov == NULL:
+            free(iov)
+            raise MemoryError()
+        try:
+            for i in range(n):
+                PyObject_GetBuffer(bufs[i], &req._views[i], PyBUF_ANY_CONTIGUOUS)
+                req._nviews = i + 1
+                iov[i].base = req._views[i].buf
+                iov[i].len = req._views[i].len
+                req._size += req._views[i].len
+            self._enter()
+            rc = c.coc_isendv(self._e, d, ctx, t, iov, n, &req._r)
+        except BaseException:
+            req._release()
+            raise
+        finally:
+            free(iov)
+        return self._posted(req, rc)
+
+    def irecv_alloc(self, source=ANY_SOURCE, tag=ANY_TAG, context=0, max=None):
+        """Post a receive whose buffer the engine allocates, of the message's exact size.
+
+        After completion :meth:`Request.message` returns the bytes (a :class:`Message`,
+        no copy). A message above ``max`` bytes (None: no limit) is truncated to its first
+        ``max`` bytes and raises :class:`coc.errors.TruncationError`.
+        """
+        cdef Request req = Request.__new__(Request)
+        cdef int32_t s = source, t = tag
+        cdef uint32_t ctx = context
+        cdef size_t cap = <size_t>-1 if max is None else max
+        cdef int rc
+        req._engine, req._is_send, req._peer, req._tag = self, False, source, tag
+        req._context, req._alloc = context, True
+        req._size = 0 if max is None else max  # pending(): 0 = any size
+        self._enter()
+        rc = c.coc_irecv_alloc(self._e, s, ctx, t, cap, &req._r)
         return self._posted(req, rc)
 
     def irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
@@ -655,8 +855,7 @@ cdef class Engine:
         cdef uint32_t ctx = context
         cdef int rc
         self._enter()
-        with nogil:
-            rc = c.coc_irecv(self._e, s, ctx, t, req._view.buf, req._view.len, &req._r)
+        rc = c.coc_irecv(self._e, s, ctx, t, req._view.buf, req._view.len, &req._r)
         return self._posted(req, rc)
 
     def iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, context=0):

@@ -12,7 +12,7 @@ from coc.comm import transport
 from coc.comm.buffers import IN_PLACE, as_array, as_vector, contiguous
 from coc.comm.collectives import base, flat, hierarchical
 from coc.comm.ops import SUM, Op
-from coc.comm.request import Request, Status, run, translate
+from coc.comm.request import Request, Single, Status, run, translate
 from coc.errors import PeerLost, TruncationError
 
 __all__ = ["Communicator", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED"]
@@ -74,6 +74,9 @@ class Communicator:
         self._any_parts = []           # site MPI: ANY_SOURCE receives not matched yet
         if world.site_mpi is not None:
             world.site_mpi.attach(self, transport.SLOTS)
+        # The fast path of blocking point-to-point: every peer through the engine.
+        self._direct = self._mpi is None
+        self._engine = world.engine
 
     # -- identity and topology ------------------------------------------------------------
     def Get_rank(self):
@@ -133,7 +136,11 @@ class Communicator:
         return self._ranks[rank]
 
     def _irecv(self, buf, source, tag, slot):
-        """Post a receive on context ``slot`` from rank ``source``: site MPI or the engine."""
+        """Post a receive on context ``slot`` from rank ``source``: site MPI or the engine.
+
+        ``buf`` None receives a message of any size into memory the engine (or MPI)
+        allocates; the part's ``message()`` returns it.
+        """
         world = self._world
         if self._mpi is not None:
             if source == ANY_SOURCE:
@@ -141,6 +148,8 @@ class Communicator:
             target = self._ranks[source]
             if target in self._mpi_rank:
                 return world.site_mpi.irecv(self, buf, target, tag, slot)
+        if buf is None:
+            return world.engine.irecv_alloc(self._endpoint(source), tag, self._context + slot)
         return world.engine.irecv(buf, self._endpoint(source), tag, self._context + slot)
 
     def _next_collective_tag(self):
@@ -176,13 +185,23 @@ class Communicator:
         """Start sending ``obj`` to ``dest``; return a :class:`Request`."""
         if dest == PROC_NULL:
             return Request(_null(), self)
-        return Request(transport.sent(self._post_obj(obj, dest, tag)), self)
+        return Request(transport.sent([self._post_obj(obj, dest, tag)]), self)
 
     def send(self, obj, dest, tag=0):
         """Send ``obj`` to rank ``dest`` (returns when ``obj`` may be changed)."""
-        if dest != PROC_NULL:
-            for part in self._post_obj(obj, dest, tag):
-                _wait(self, part)
+        if dest == PROC_NULL:
+            return
+        _check_tag(tag)
+        message = transport.encode_obj(obj)
+        if self._direct and type(message) is bytes and 0 <= dest < self.size:
+            target = self._ranks[dest]
+            try:
+                self._engine.send(message, target, tag, self._context + transport.OBJ)
+            except PeerLost as exc:
+                raise translate(self, exc) from None
+            self._world.count(target, len(message))
+            return
+        _wait(self, transport.post(self, message, dest, tag, transport.OBJ))
 
     def _post_obj(self, obj, dest, tag):
         _check_tag(tag)
@@ -203,7 +222,17 @@ class Communicator:
         """Receive and return an object from ``source`` with ``tag``."""
         if source == PROC_NULL:
             return self.irecv(buf, source, tag).wait(status)
-        self._endpoint(source)
+        endpoint = self._endpoint(source)
+        if self._direct:
+            try:
+                st, message = self._engine.recv_alloc(endpoint, tag,
+                                                      self._context + transport.OBJ)
+            except PeerLost as exc:
+                raise translate(self, exc) from None
+            obj = transport.decode_obj(self, message, st)
+            if status is not None:
+                status._fill(Status(self._rank_of(st.source), st.tag, st.count))
+            return obj
         obj, st = run(self._recv_obj(source, tag), self)
         if status is not None:
             status._fill(st)
@@ -241,7 +270,7 @@ class Communicator:
     def probe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Block until an object from ``source`` with ``tag`` can be received; return True.
 
-        ``status.count`` is the size of the object's first message, not of the object.
+        ``status.count`` is the size of the object's message (its pickle and buffers).
         """
         return self._probe(source, tag, transport.OBJ, status, True)
 
@@ -256,27 +285,42 @@ class Communicator:
         if dest == PROC_NULL:
             return Request(_null(), self)
         part = transport.post(self, contiguous(as_array(buf)), dest, tag, transport.BUF)
-        return Request(transport.sent([part]), self)
+        return Single(part, self, False)
 
     def Send(self, buf, dest, tag=0):
         """Send the buffer ``buf`` to rank ``dest``."""
+        if (self._direct and type(buf) is np.ndarray and 0 <= dest < self.size
+                and 0 <= tag <= MAX_TAG and buf.flags.c_contiguous):   # the fast path
+            target = self._ranks[dest]
+            try:
+                self._engine.send(buf, target, tag, self._context + transport.BUF)
+            except PeerLost as exc:
+                raise translate(self, exc) from None
+            self._world.count(target, buf.nbytes)
+            return
         _check_tag(tag)
         if dest == PROC_NULL:
             return
         _wait(self, transport.post(self, contiguous(as_array(buf)), dest, tag, transport.BUF))
 
-    def _recv_buf(self, arr, source, tag):
-        (st,) = yield [self._irecv(arr, source, tag, transport.BUF)]
-        return None, Status(self._rank_of(st.source), st.tag, st.count)
-
     def Irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
         """Start receiving into the buffer ``buf``; return a :class:`Request`."""
         if source == PROC_NULL:
             return Request(_null(), self)
-        return Request(self._recv_buf(as_array(buf), source, tag), self)
+        return Single(self._irecv(as_array(buf), source, tag, transport.BUF), self, True)
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receive into the buffer ``buf``; a larger message raises TruncationError."""
+        if (self._direct and type(buf) is np.ndarray and ANY_SOURCE <= source < self.size
+                and buf.flags.c_contiguous):               # the fast path
+            try:
+                st = self._engine.recv(buf, self._ranks[source] if source >= 0 else source,
+                                       tag, self._context + transport.BUF)
+            except (TruncationError, PeerLost) as exc:
+                raise translate(self, exc) from None
+            if status is not None:
+                status._fill(Status(self._rank_of(st.source), st.tag, st.count))
+            return
         if source == PROC_NULL:
             self.Irecv(buf, source, tag).Wait(status)
             return
@@ -287,10 +331,15 @@ class Communicator:
     def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
                  recvtag=ANY_TAG, status=None):
         """Send ``sendbuf`` to ``dest`` and receive into ``recvbuf`` from ``source`` at once."""
-        req = self.Irecv(recvbuf, source, recvtag)
-        sent = self.Isend(sendbuf, dest, sendtag)
-        req.Wait(status)
-        sent.Wait()
+        if source == PROC_NULL:
+            self.Send(sendbuf, dest, sendtag)
+            self.Irecv(recvbuf, source, recvtag).Wait(status)
+            return
+        req = self._irecv(as_array(recvbuf), source, recvtag, transport.BUF)
+        self.Send(sendbuf, dest, sendtag)   # the receive is posted: no deadlock if both do it
+        st = _wait(self, req)
+        if status is not None:
+            status._fill(Status(self._rank_of(st.source), st.tag, st.count))
 
     def Probe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Block until a buffer message from ``source`` with ``tag`` has arrived; return True."""

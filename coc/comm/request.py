@@ -11,7 +11,7 @@ import select
 
 from coc.errors import CocTimeoutError, PeerExited, PeerLost, TruncationError
 
-__all__ = ["Status", "Request", "run", "waitall", "waitany", "testall", "testany"]
+__all__ = ["Status", "Request", "Single", "run", "waitall", "waitany", "testall", "testany"]
 
 
 class Status:
@@ -185,7 +185,8 @@ class Request:
         """Cancel a receive that has not matched yet; it then completes as cancelled."""
         cancelled = any(part.cancel() for part in self._parts if hasattr(part, "cancel"))
         if cancelled:
-            self._steps.close()
+            if self._steps is not None:
+                self._steps.close()
             status = Status()
             status.cancelled = True
             self._done, self._parts, self._value, self._status = True, [], None, status
@@ -209,6 +210,28 @@ class Request:
         from coc.comm import aio
         return aio.wait(self).__await__()
 
+
+
+class Single(Request):
+    """A request of exactly one engine message (``Isend``/``Irecv`` of a buffer).
+
+    No generator to drive: the part's status completes it (a receive's status names the
+    communicator's rank), so a window of non-blocking calls costs little more than the
+    engine requests themselves.
+    """
+
+    def __init__(self, part, comm, receive):
+        self._steps, self._comm, self._receive = None, comm, receive
+        self._parts, self._value, self._status, self._error = [part], None, None, None
+        self._done = False
+
+    def _step(self, statuses=None, error=None):
+        self._done, self._parts = True, []
+        if error is not None:
+            self._error = self._translate(error)
+        elif self._receive:
+            st = statuses[0]
+            self._status = Status(self._comm._rank_of(st.source), st.tag, st.count)
 
 
 def run(steps, comm=None):

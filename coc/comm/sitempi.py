@@ -6,7 +6,9 @@ travels through the site's tuned MPI; everything else goes through the engine. E
 communicator gets, for its members in this MPI job, one MPI communicator per context slot
 (``MPI_Comm_create_group``, collective over those members only), so contexts stay apart
 as in the engine. A receive from ``ANY_SOURCE`` polls both: the engine's and MPI's probes,
-then receives the probed message from its exact source.
+then receives the probed message from its exact source; so does a receive without a buffer
+(an object's message, of a size known only once probed), which then receives into memory
+of the probed size.
 
 Started by plain ``mpiexec`` without ``coc-run``, :func:`bootstrap` builds the whole job
 from MPI: ranks, the secret, engine addresses and direct routes; ``COC_SITE`` per rank
@@ -70,6 +72,9 @@ class _MPIPart:
     def wait(self, timeout=None):
         return self._complete(True) if timeout is None else _poll(self, timeout)
 
+    def message(self):
+        return None
+
     def cancel(self):
         self.request.Cancel()
         st = self.mpi.Status()
@@ -77,16 +82,20 @@ class _MPIPart:
         return st.Is_cancelled()
 
 
-class _AnySourcePart:
-    """A receive from ANY_SOURCE: probe the engine and MPI, then receive the probed message.
+class _ProbedPart:
+    """A receive from ANY_SOURCE, or without a buffer: probe, then receive what was probed.
 
+    It probes the engine and MPI (those of the two that can bring a message from its
+    source), then receives the probed message from its exact source, into ``buf`` or,
+    when ``buf`` is None, into memory of the probed size (``message()`` returns it).
     Such receives of one communicator claim messages in the order they were posted,
     whichever of them is tested, as MPI's posted receives match in posting order.
     """
 
-    def __init__(self, site, comm, buf, tag, slot):
+    def __init__(self, site, comm, buf, source, tag, slot):
         self.site, self.comm, self.buf, self.tag, self.slot = site, comm, buf, tag, slot
-        self.inner, self.cancelled = None, False
+        self.source = source                     # world rank, or -1
+        self.inner, self.cancelled, self.data = None, False, None
         comm._any_parts.append(self)
 
     def test(self):
@@ -97,33 +106,49 @@ class _AnySourcePart:
         return self.inner.test()
 
     def _probe(self):
-        """Return ``(mpi, source, tag)`` of a message this receive matches, or None."""
-        comm, engine = self.comm, self.comm._world.engine
-        st = engine.iprobe(-1, self.tag, comm._context + self.slot)
-        if st is not None:
-            return False, st.source, st.tag
-        mst = self.site.MPI.Status()
-        if comm._mpi[self.slot].Iprobe(self.site.MPI.ANY_SOURCE,
-                                       self.site.MPI.ANY_TAG if self.tag < 0 else self.tag, mst):
-            return True, mst.Get_source(), mst.Get_tag()
+        """Return ``(mpi, source, tag, count)`` of a message this receive matches, or None.
+
+        ``source`` is the engine endpoint (mpi False) or the rank in the MPI communicator.
+        """
+        comm, engine, source = self.comm, self.comm._world.engine, self.source
+        if source < 0 or source not in comm._mpi_rank:
+            st = engine.iprobe(source, self.tag, comm._context + self.slot)
+            if st is not None:
+                return False, st.source, st.tag, st.count
+        if source < 0 or source in comm._mpi_rank:
+            mst = self.site.MPI.Status()
+            if comm._mpi[self.slot].Iprobe(
+                    self.site.MPI.ANY_SOURCE if source < 0 else comm._mpi_rank[source],
+                    self.site.MPI.ANY_TAG if self.tag < 0 else self.tag, mst):
+                return True, mst.Get_source(), mst.Get_tag(), mst.Get_count(self.site.MPI.BYTE)
         return None
 
-    def _takes(self, slot, tag):
-        """Return True when this receive matches a message on context ``slot`` with ``tag``."""
-        return self.slot == slot and self.tag in (-1, tag)
+    def _takes(self, slot, tag, source):
+        """Return True when this receive matches a message on ``slot`` with ``tag`` from
+        world rank ``source``."""
+        return self.slot == slot and self.tag in (-1, tag) and self.source in (-1, source)
 
-    def _receive(self, mpi, source, tag):
+    def _receive(self, mpi, source, tag, count):
         """Start the real receive of the probed message (exact source and tag)."""
         comm, context = self.comm, self.comm._context + self.slot
         if not mpi:
-            self.inner = comm._world.engine.irecv(self.buf, source, tag, context)
+            engine = comm._world.engine
+            self.inner = (engine.irecv_alloc(source, tag, context) if self.buf is None
+                          else engine.irecv(self.buf, source, tag, context))
             return
+        if self.buf is None:
+            import numpy as np
+            self.buf = self.data = np.empty(count, np.uint8)
         request = comm._mpi[self.slot].Irecv([self.buf, self.site.MPI.BYTE], source, tag)
         self.inner = _MPIPart(self.site.MPI, request, context, comm._mpi_world[source],
                               _nbytes(self.buf))
 
     def wait(self, timeout=None):
         return _poll(self, timeout)
+
+    def message(self):
+        """Return the bytes received into memory of their size (a receive without ``buf``)."""
+        return self.data if self.data is not None else self.inner.message()
 
     def cancel(self):
         if self.inner is None:
@@ -147,9 +172,10 @@ def _claim(pending):
         if found is None:
             at += 1
             continue
-        mpi, source, tag = found
-        owner = next(p for p in pending if p._takes(pending[at].slot, tag))
-        owner._receive(mpi, source, tag)
+        mpi, source, tag, count = found
+        world = pending[at].comm._mpi_world[source] if mpi else source
+        owner = next(p for p in pending if p._takes(pending[at].slot, tag, world))
+        owner._receive(mpi, source, tag, count)
         pending.remove(owner)
         at = 0                      # older receives may match what arrived meanwhile
 
@@ -199,9 +225,12 @@ class SiteMPI:
         return _MPIPart(self.MPI, request, comm._context + slot, target)
 
     def irecv(self, comm, buf, source, tag, slot):
-        """Start receiving into ``buf`` from world rank ``source`` (-1: any) with ``tag``."""
-        if source < 0:
-            return _AnySourcePart(self, comm, buf, tag, slot)
+        """Start receiving into ``buf`` from world rank ``source`` (-1: any) with ``tag``.
+
+        ``buf`` None receives into memory of the message's size (``part.message()``).
+        """
+        if source < 0 or buf is None:
+            return _ProbedPart(self, comm, buf, source, tag, slot)
         mpi_tag = self.MPI.ANY_TAG if tag < 0 else tag
         request = comm._mpi[slot].Irecv([buf, self.MPI.BYTE], comm._mpi_rank[source], mpi_tag)
         return _MPIPart(self.MPI, request, comm._context + slot, source, _nbytes(buf))

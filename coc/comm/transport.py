@@ -1,25 +1,24 @@
-"""How a communicator's messages map onto engine messages: contexts, object framing, counting.
+"""How a communicator's messages map onto engine messages: contexts, object encoding, counting.
 
 Every communicator owns a block of :data:`CONTEXTS` engine contexts, so traffic of two
 communicators, and of point-to-point and collectives on one, never mixes:
 
 ======================  ==============================================================
-``OBJ``                 lowercase point-to-point: object *heads*
-``OBJ_DATA``            their large parts (pickle stream, out-of-band buffers)
+``OBJ``                 lowercase point-to-point (objects)
 ``BUF``                 uppercase point-to-point (raw buffers)
-``COLL``, ``COLL_DATA`` collectives, object forms (head and large parts)
+``COLL``                collectives, object forms
 ``COLL_BUF``            collectives, buffer forms
 ======================  ==============================================================
 
-An object travels as one *head* message of at most :data:`HEAD_SIZE` bytes. A small object
-is wholly inside it: ``b"P"`` + pickle, or ``b"B"`` + pickle + its out-of-band buffers when
-they all fit (one copy of a few KiB is cheaper than more messages; the receiver's arrays
-then live in the head's memory). A larger one has a head ``b"M"`` naming a sequence
-number and the sizes of its parts, which follow on the ``*_DATA`` context tagged with that
-sequence number. A receive therefore always posts a real engine receive of ``HEAD_SIZE``
-bytes: MPI's matching order, ``ANY_SOURCE``/``ANY_TAG`` and asyncio wake-ups all come from
-the engine, with no probe-then-receive race; the parts are then received from the exact
-sender with the exact sequence tag.
+An object travels as ONE engine message. Without out-of-band buffers the message is the
+pickle stream itself (it starts with pickle's ``PROTO`` opcode, ``0x80``). With them it is
+sent as a gather list, ``head + stream + buffers`` (``Engine.isendv``: no join of large
+buffers), where the head is ``b"B"``, the buffer count, the stream's length and each
+buffer's length; every buffer starts at a multiple of :data:`ALIGN` bytes from the
+message's start. The receiver posts a receive without a buffer (``Engine.irecv_alloc``):
+the engine allocates the message's exact size when it matches, so MPI's matching order,
+``ANY_SOURCE``/``ANY_TAG`` and asyncio wake-ups all come from the engine, and the received
+arrays live in that memory (no copy).
 """
 
 import struct
@@ -28,88 +27,112 @@ import numpy as np
 
 from coc.comm import pickling
 
-__all__ = ["CONTEXTS", "OBJ", "OBJ_DATA", "BUF", "COLL", "COLL_DATA", "COLL_BUF",
-           "HEAD_SIZE", "SLOTS", "post", "post_obj", "recv_obj", "parallel", "sent"]
+__all__ = ["CONTEXTS", "OBJ", "BUF", "COLL", "COLL_BUF", "SLOTS", "ALIGN", "post",
+           "post_obj", "encode_obj", "recv_obj", "decode_obj", "parallel", "sent"]
 
 CONTEXTS = 8
-OBJ, OBJ_DATA, BUF, COLL, COLL_DATA, COLL_BUF = range(6)
+OBJ, BUF, COLL, COLL_BUF = 0, 2, 3, 5     # slots 1 and 4 are spare (once objects' parts)
 SLOTS = 6                     # contexts of a block in use (the rest are spare)
 #: What travels on each context of a block, in words (coc-run's watchdog report).
-SLOT_NAMES = {OBJ: "objects", OBJ_DATA: "object data", BUF: "buffers",
-              COLL: "collective", COLL_DATA: "collective data", COLL_BUF: "collective buffers"}
-HEAD_SIZE = 65536 - 256      # below the eager limit: a head goes at once while the sender has eager credit
+SLOT_NAMES = {OBJ: "objects", BUF: "buffers", COLL: "collective",
+              COLL_BUF: "collective buffers"}
 MAX_TAG = 0x7fffffff
-#: Tags coc makes up itself (collective calls, sequence numbers) stay below MPICH's TAG_UB.
+#: Tags coc makes up itself (collective calls) stay below MPICH's TAG_UB.
 OWN_TAGS = (1 << 29) - 1
+#: Out-of-band buffers of an object start at multiples of this many bytes in its message.
+ALIGN = 64
 
-_SINGLE, _BUNDLE, _MULTI = ord("P"), ord("B"), ord("M")
-_BUNDLE_HEAD = struct.Struct("<BIQ")       # kind, buffer count, stream bytes
-_MULTI_HEAD = struct.Struct("<BIQI")        # kind, sequence, stream bytes, buffer count
+_PICKLE, _GATHER = 0x80, ord("B")
+_HEAD = struct.Struct("<BxxxIQ")           # kind, buffer count, stream bytes
+_ZEROS = bytes(ALIGN)
 
 
 def post(comm, buf, dest, tag, ctx):
-    """Start sending ``buf`` to rank ``dest`` of ``comm``; return the engine request."""
+    """Start sending ``buf`` (or a list of buffers, as one message) to rank ``dest``.
+
+    Returns the engine request (or the site MPI's).
+    """
     world = comm._world
     if not 0 <= dest < comm.size:
         raise ValueError(f"{comm.name}: destination rank {dest} out of range 0..{comm.size - 1}")
     target = comm._ranks[dest]
     site_mpi = comm._mpi is not None and target in comm._mpi_rank
+    gather = isinstance(buf, list)
     if site_mpi:
+        if gather:                     # MPI has no gather of raw bytes: join once
+            buf = b"".join(buf)
+            gather = False
         req = world.site_mpi.isend(comm, buf, target, tag, ctx)
+    elif gather:
+        req = world.engine.isendv(buf, target, tag, comm._context + ctx)
     else:
         req = world.engine.isend(buf, target, tag, comm._context + ctx)
-    world.count(target, buf.nbytes if isinstance(buf, np.ndarray) else memoryview(buf).nbytes,
-                site_mpi)
+    if gather:
+        nbytes = sum(memoryview(b).nbytes for b in buf)
+    else:
+        nbytes = buf.nbytes if isinstance(buf, np.ndarray) else memoryview(buf).nbytes
+    world.count(target, nbytes, site_mpi)
     return req
 
 
 def post_obj(comm, obj, dest, tag, ctx):
-    """Start sending object ``obj`` on context ``ctx`` (and ``ctx + 1``); return the requests."""
+    """Start sending object ``obj`` as one message on context ``ctx``; return the request."""
+    return post(comm, encode_obj(obj), dest, tag, ctx)
+
+
+def encode_obj(obj):
+    """Return the message of ``obj``: its pickle stream, or a gather list (see above)."""
     stream, buffers = pickling.dumps(obj)
-    if not buffers and len(stream) < HEAD_SIZE:
-        return [post(comm, b"P" + stream, dest, tag, ctx)]
-    sizes = struct.pack(f"<{len(buffers)}Q", *(b.nbytes for b in buffers))
-    total = _BUNDLE_HEAD.size + len(sizes) + len(stream) + sum(b.nbytes for b in buffers)
-    if total <= HEAD_SIZE:             # one message: copying a few KiB beats two more messages
-        bundle = b"".join([_BUNDLE_HEAD.pack(_BUNDLE, len(buffers), len(stream)), sizes,
-                           stream, *buffers])
-        return [post(comm, bundle, dest, tag, ctx)]
-    seq = comm._world.next_sequence(comm._context + ctx, comm._ranks[dest])
-    head = _MULTI_HEAD.pack(_MULTI, seq, len(stream), len(buffers)) + sizes
-    parts = [post(comm, head, dest, tag, ctx), post(comm, stream, dest, seq, ctx + 1)]
-    parts.extend(post(comm, b, dest, seq, ctx + 1) for b in buffers)
+    if not buffers:
+        return stream
+    sizes = [b.nbytes for b in buffers]
+    head = _HEAD.pack(_GATHER, len(sizes), len(stream)) + struct.pack(f"<{len(sizes)}Q", *sizes)
+    parts = [head, stream]
+    at = len(head) + len(stream)
+    for b, n in zip(buffers, sizes):
+        pad = -at % ALIGN
+        if pad:
+            parts.append(_ZEROS[:pad])
+        parts.append(b)
+        at += pad + n
     return parts
 
 
-def recv_obj(comm, source, tag, ctx):
-    """Receive one object (generator); return ``(object, engine status of its head)``."""
+def decode_obj(comm, message, st):
+    """Return the object in ``message`` (the bytes of one object message, status ``st``)."""
     world = comm._world
-    head = np.empty(HEAD_SIZE, np.uint8)
-    (st,) = yield [comm._irecv(head, source, tag, ctx)]
     foreign = world.sites[st.source] != world.site
-    view = memoryview(head)[:st.count]
-    kind = view[0] if st.count else None
-    if kind == _SINGLE:
-        return pickling.loads(view[1:], foreign=foreign), st
-    if kind == _BUNDLE:                # buffers stay in the head's memory (no copy)
-        _, count, stream_len = _BUNDLE_HEAD.unpack_from(view)
-        sizes = struct.unpack_from(f"<{count}Q", view, _BUNDLE_HEAD.size)
-        at = _BUNDLE_HEAD.size + 8 * count
-        stream, at = view[at:at + stream_len], at + stream_len
-        buffers = []
-        for n in sizes:
-            buffers.append(view[at:at + n])
-            at += n
-        return pickling.loads(stream, buffers, foreign=foreign), st
-    if kind != _MULTI:
+    view = memoryview(message) if message is not None else memoryview(b"")
+    kind = view[0] if len(view) else None
+    if kind == _PICKLE:
+        return pickling.loads(view, foreign=foreign)
+    if kind != _GATHER or len(view) < _HEAD.size:
         raise ValueError(f"{comm.name}: message from rank {comm._rank_of(st.source)} "
                          f"(tag {st.tag}) is not an object; was it sent with Send?")
-    _, seq, stream_len, count = _MULTI_HEAD.unpack_from(view)
-    sizes = struct.unpack_from(f"<{count}Q", view, _MULTI_HEAD.size)
-    parts = [np.empty(stream_len, np.uint8)] + [np.empty(n, np.uint8) for n in sizes]
-    sender = comm._rank_of(st.source)
-    yield [comm._irecv(p, sender, seq, ctx + 1) for p in parts]
-    return pickling.loads(parts[0], [memoryview(p) for p in parts[1:]], foreign=foreign), st
+    _, count, stream_len = _HEAD.unpack_from(view)
+    at = _HEAD.size + 8 * count
+    if at > len(view):
+        raise ValueError(f"{comm.name}: object message from rank {comm._rank_of(st.source)} "
+                         f"(tag {st.tag}) names {count} buffers but holds {len(view)} bytes")
+    sizes = struct.unpack_from(f"<{count}Q", view, _HEAD.size)
+    stream, at = view[at:at + stream_len], at + stream_len
+    buffers = []
+    for n in sizes:
+        at += -at % ALIGN
+        buffers.append(view[at:at + n])
+        at += n
+    if at > len(view):
+        raise ValueError(f"{comm.name}: object message from rank {comm._rank_of(st.source)} "
+                         f"(tag {st.tag}) is {len(view)} bytes, shorter than its head says "
+                         f"({at})")
+    return pickling.loads(stream, buffers, foreign=foreign)
+
+
+def recv_obj(comm, source, tag, ctx):
+    """Receive one object (generator); return ``(object, engine status)``."""
+    part = comm._irecv(None, source, tag, ctx)
+    (st,) = yield [part]
+    return decode_obj(comm, part.message(), st), st
 
 
 def sent(parts):

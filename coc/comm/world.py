@@ -50,7 +50,6 @@ class World:
         self.sites, self.hosts = [site] * size, [host] * size
         self.counters = counters
         self.next_block = 1
-        self._sequences = {}
         self._levels = None
         self.routes = {}                 # {world rank: {size class: [(next hop, weight), ...]}}
         self.site_mpi = None             # coc.comm.sitempi.SiteMPI when the site's MPI is used
@@ -60,13 +59,6 @@ class World:
     def gateways(self):
         """Return the endpoint ids of the gateway daemons this rank sends through."""
         return [hop for hop in next_hops(self.routes) if hop >= self.size]
-
-    def next_sequence(self, context, dest):
-        """Return the next tag for the large parts of an object sent to ``dest`` in ``context``."""
-        key = (context, dest)
-        seq = (self._sequences.get(key, 0) + 1) & transport.OWN_TAGS
-        self._sequences[key] = seq
-        return seq
 
     def count(self, dest, nbytes, site_mpi=False):
         """Count one message of ``nbytes`` to world rank ``dest``."""

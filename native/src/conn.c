@@ -567,18 +567,27 @@ static size_t frame_len(const coc__item *it)
 int coc__stream_next(coc_engine *e, coc__item *it)
 {
     const coc__stripe *sp = it->stripe;
-    while (it->spos < sp->nfrag && sp->lane[it->spos] != it->lane)
+    if (!it->sub) {
+        while (it->spos < sp->nfrag && sp->lane[it->spos] != it->lane)
+            it->spos++;
+        if (it->spos == sp->nfrag)
+            return 0;
+    }
+    uint64_t end = (it->spos + 1) * e->cfg.fragment_size;
+    if (end > it->sh.total)
+        end = it->sh.total;
+    uint64_t offset = it->spos * e->cfg.fragment_size + it->sub;
+    uint64_t n = end - offset;
+    it->data = coc__send_bytes(it->req, offset, &n); /* a gather's buffer may end first */
+    if (offset + n == end) {
         it->spos++;
-    if (it->spos == sp->nfrag)
-        return 0;
-    uint64_t offset = it->spos++ * e->cfg.fragment_size;
-    uint64_t n = it->sh.total - offset;
-    if (n > e->cfg.fragment_size)
-        n = e->cfg.fragment_size;
+        it->sub = 0;
+    } else {
+        it->sub += n;
+    }
     it->sh.offset = offset;
     it->sh.len = (uint32_t)n;
     coc__hdr_encode(&it->sh, it->hdr);
-    it->data = it->req->sbuf + offset;
     it->len = n;
     it->off = 0;
     e->stats.frames_sent++;

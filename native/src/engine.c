@@ -10,6 +10,15 @@
  * After spin_ns it sleeps on a futex and leaves the work to the progress thread, so two
  * busy processes sharing two cores never starve each other for long.
  *
+ * Waiting that fits the machine (issue 17). The spin is adaptive: each engine keeps a spin
+ * budget that follows twice the recent wait times when they are shorter than spin_ns (the
+ * cap), and decays towards SPIN_MIN_NS when waits run longer (a round trip through
+ * gateways, a peer that computes): spinning then costs no CPU that another process of
+ * the job needs. After the spin, a waiter that finds no other thread progressing blocks
+ * in the sockets' poller itself, as a byte relay blocks in epoll_wait: when the message
+ * comes, the thread that wants it is the one woken, one wake-up instead of two (the
+ * progress thread's, then the futex's). Otherwise it sleeps on the futex as before.
+ *
  * The progress thread sleeps on an outer poller (ofd) that holds the sockets' poller
  * (pfd) and the wake eventfd. While some thread spins, pfd is disarmed in ofd, so the
  * progress thread is not woken for events the spinner handles anyway: measured here,
@@ -41,6 +50,8 @@
 #include "sock.h"
 
 #define DEFAULT_SPIN_NS 50000
+#define SPIN_MIN_NS 2000      /* the adaptive spin budget never drops below this */
+#define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
 #define DEFAULT_SHM 1 /* see docs/engine.md "Same-host transport" */
 #define HOUSEKEEPING_MS 100
 
@@ -390,8 +401,12 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
         e->cfg.forward_window = COC__DEFAULT_WINDOW;
     if (!e->cfg.handshake_timeout_ms)
         e->cfg.handshake_timeout_ms = COC__DEFAULT_HANDSHAKE_MS;
+    const char *spin_env = getenv("COC_SPIN_NS"); /* overrides the config, for measuring */
+    if (spin_env && *spin_env)
+        e->cfg.spin_ns = (int32_t)strtol(spin_env, NULL, 10);
     if (!e->cfg.spin_ns)
         e->cfg.spin_ns = DEFAULT_SPIN_NS;
+    atomic_store(&e->spin_budget, e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0);
     e->self = cfg->self_id;
     e->forward = (cfg->flags & COC_ENGINE_FORWARD) != 0;
     e->shm_ring = shm_ring(cfg->flags, e->forward);
@@ -737,11 +752,11 @@ static int goal_met(coc_engine *e, spin_goal *g)
     return coc_iprobe(e, g->source, g->context, g->tag, g->st);
 }
 
-/* Spin for up to spin_ns (not past deadline), polling the sockets ourselves and yielding
- * the CPU in between; returns what goal_met last said (> 0: met, < 0: error). */
-static int spin(coc_engine *e, uint64_t start, uint64_t deadline, spin_goal *g)
+/* Spin for up to `budget` ns (not past deadline), polling the sockets ourselves and
+ * yielding the CPU in between; returns what goal_met last said (> 0: met, < 0: error). */
+static int spin(coc_engine *e, uint64_t start, uint64_t budget, uint64_t deadline, spin_goal *g)
 {
-    uint64_t until = start + (uint64_t)(e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0);
+    uint64_t until = start + budget;
     int rc = 0;
     if (start >= until || start >= deadline)
         return 0;
@@ -751,6 +766,63 @@ static int spin(coc_engine *e, uint64_t start, uint64_t deadline, spin_goal *g)
         if (!rc)
             sched_yield(); /* a peer sharing this CPU gets to run (pinned runs, busy machines) */
     }
+    spinning(e, 0);
+    return rc;
+}
+
+/* The spin budget learns from a wait that took `waited` ns (UINT64_MAX: did not end):
+ * it moves a quarter of the way to twice that when it is within spin_ns, else to 0,
+ * bounded by [SPIN_MIN_NS, spin_ns]. Several threads may update it; a lost update only
+ * delays the learning. */
+static void learn(coc_engine *e, uint64_t waited)
+{
+    int64_t cap = e->cfg.spin_ns;
+    if (cap <= 0)
+        return;
+    int64_t target = waited <= (uint64_t)cap ? 2 * (int64_t)waited : 0;
+    int64_t b = atomic_load_explicit(&e->spin_budget, memory_order_relaxed);
+    b = (3 * b + target) / 4;
+    if (b < SPIN_MIN_NS)
+        b = SPIN_MIN_NS < cap ? SPIN_MIN_NS : cap;
+    if (b > cap)
+        b = cap;
+    atomic_store_explicit(&e->spin_budget, b, memory_order_relaxed);
+}
+
+/* Wait for g->r blocked in the sockets' poller ourselves, if no other thread progresses
+ * (1: done, 0: not possible now, COC_ETIMEDOUT). While we hold the token and count as a
+ * spinner, the progress thread is not woken for socket events: every frame wakes us, and
+ * we handle all of them (other threads' requests complete as usual). Shared-memory rings
+ * are asked for doorbells first, as the progress thread does before it sleeps. */
+static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
+{
+    if (e->forward)
+        return 0; /* a gateway's progress thread waits on the sockets itself */
+    spinning(e, 1);
+    if (pthread_mutex_trylock(&e->plock) != 0) {
+        spinning(e, 0);
+        return 0;
+    }
+    int rc;
+    coc__progress(e, 0);
+    for (;;) {
+        if (done(g->r, g->st)) {
+            rc = 1;
+            break;
+        }
+        uint64_t now = coc__now_ns();
+        if (now >= deadline) {
+            rc = COC_ETIMEDOUT;
+            break;
+        }
+        if (e->shm && coc__conn_rings_idle(e, 1)) {
+            coc__progress(e, 0); /* data came as we asked for doorbells */
+            continue;
+        }
+        uint64_t left_ms = (deadline - now + 999999u) / 1000000u;
+        coc__progress(e, left_ms < BLOCK_SLICE_MS ? (int)left_ms : BLOCK_SLICE_MS);
+    }
+    pthread_mutex_unlock(&e->plock);
     spinning(e, 0);
     return rc;
 }
@@ -765,14 +837,26 @@ int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
     uint64_t start = coc__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     spin_goal g = {.r = r, .st = st};
-    if (spin(e, start, deadline, &g))
+    uint64_t budget = (uint64_t)atomic_load_explicit(&e->spin_budget, memory_order_relaxed);
+    if (spin(e, start, budget, deadline, &g)) {
+        learn(e, coc__now_ns() - start);
         return 0;
+    }
+    int rc = block_in_poller(e, &g, deadline);
+    if (rc != 0) {
+        learn(e, rc > 0 ? coc__now_ns() - start : UINT64_MAX);
+        return rc > 0 ? 0 : rc;
+    }
     for (;;) {
-        if (done(r, st))
+        if (done(r, st)) {
+            learn(e, coc__now_ns() - start);
             return 0;
+        }
         uint64_t now = coc__now_ns();
-        if (now >= deadline)
+        if (now >= deadline) {
+            learn(e, UINT64_MAX);
             return COC_ETIMEDOUT;
+        }
         uint64_t left = deadline - now;
         if (left > 1000000000u)
             left = 1000000000u;
@@ -849,7 +933,7 @@ int coc_probe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, int6
     uint64_t start = coc__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     spin_goal g = {.source = source, .context = context, .tag = tag, .st = st};
-    int found = spin(e, start, deadline, &g);
+    int found = spin(e, start, (uint64_t)(e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0), deadline, &g);
     if (found)
         return found;
     pthread_mutex_lock(&e->lock);

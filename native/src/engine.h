@@ -88,6 +88,12 @@ struct coc_request {
     uint8_t busy;                      /* recv: connections reading payload into it;
                                           send: queue items still holding its buffer */
     int doomed;                        /* failure to report when that read ends */
+    uint8_t alloc;                     /* recv (coc_irecv_alloc): rbuf is the engine's,
+                                          allocated at match, freed with the request
+                                          unless coc_request_take_buffer took it */
+    uint8_t *joined;                   /* send (coc_isendv): owned copy of a small gather */
+    coc_iovec *iov;                    /* send (coc_isendv): owned gather list, or NULL */
+    size_t niov;
 };
 
 /* An unexpected message: a complete eager message, or a rendezvous envelope. */
@@ -126,6 +132,8 @@ typedef struct coc__item {
     coc__stripe *stripe;               /* STREAM: which fragments are this item's */
     uint8_t lane;                      /* STREAM: its lane */
     uint64_t spos;                     /* STREAM: next fragment index to consider */
+    uint64_t sub;                      /* STREAM: bytes of fragment spos already framed
+                                          (a gather's buffer ended inside it) */
     uint64_t due_ns;                   /* latency emulation: not before this time */
 } coc__item;
 
@@ -224,6 +232,7 @@ struct coc_engine {
     int ofd;                           /* outer poller of the progress thread: pfd + wfd */
     pthread_mutex_t spin_lock;         /* guards spinners and arming pfd in ofd */
     int spinners;                      /* threads polling pfd themselves right now */
+    _Atomic int64_t spin_budget;       /* adaptive spin of coc_wait, ns (engine.c) */
     _Atomic int notified;
     int tcp_fd, unix_fd, reserve_fd;
     uint16_t tcp_port;
@@ -278,6 +287,8 @@ void coc__conn_fail(coc__conn *c, int err, const char *why);        /* lock: mar
 int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_request *req);
 /* lock: point a STREAM item at its lane's next fragment; 0 when it has none left. */
 int coc__stream_next(coc_engine *e, coc__item *it);
+/* The bytes of send s at offset: a pointer and *n clipped to one buffer of a gather. */
+const uint8_t *coc__send_bytes(const coc_request *s, uint64_t offset, uint64_t *n);
 void coc__conn_reap(coc_engine *e);                                 /* plock + lock: free dead ones */
 int coc__conn_parse(coc__conn *c);                                  /* plock: parse buffered bytes */
 int coc__conn_unpause(coc__conn *c);                                /* plock: retry a paused frame */

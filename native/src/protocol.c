@@ -51,7 +51,53 @@ static void req_unlink_free(coc_engine *e, coc_request *r)
         e->reqs = r->next;
     if (r->next)
         r->next->prev = r->prev;
+    if (r->alloc)
+        free(r->rbuf);
+    free(r->joined);
+    free(r->iov);
     free(r);
+}
+
+/* A message buffer: 64-byte aligned (copies into it run at full speed, see
+ * docs/performance.md), never of 0 bytes; free() releases it. */
+static uint8_t *buf_alloc(uint64_t size)
+{
+    return aligned_alloc(64, size ? (size + 63) & ~(uint64_t)63 : 64);
+}
+
+/* Give receive r (coc_irecv_alloc) its buffer for a message of total bytes: the exact
+ * size, at most its capacity. 0, or -ENOMEM. */
+static int sink_alloc(coc_request *r, uint64_t total)
+{
+    if (!r->alloc || r->rbuf)
+        return 0;
+    r->rbuf = buf_alloc(total < r->len ? total : r->len);
+    return r->rbuf ? 0 : -ENOMEM;
+}
+
+/* Receive r takes over unexpected eager message u's payload, when it fits: no copy. */
+static void adopt(coc_request *r, coc__umsg *u)
+{
+    if (r->alloc && !r->rbuf && u->total <= r->len) {
+        r->rbuf = u->data;
+        u->data = NULL;
+    }
+}
+
+const uint8_t *coc__send_bytes(const coc_request *s, uint64_t offset, uint64_t *n)
+{
+    if (!s->iov)
+        return s->sbuf + offset;
+    for (size_t i = 0; i < s->niov; i++) {
+        if (offset < s->iov[i].len) {
+            if (*n > s->iov[i].len - offset)
+                *n = s->iov[i].len - offset;
+            return (const uint8_t *)s->iov[i].base + offset;
+        }
+        offset -= s->iov[i].len;
+    }
+    *n = 0; /* not reached: offsets stay below the message's size */
+    return NULL;
 }
 
 static void fill_status(coc_request *r, uint32_t src, uint32_t ctx, int32_t tag, uint64_t total)
@@ -130,7 +176,11 @@ static void deliver(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx, i
 {
     credit_delivered(e, src, total, conn_key);
     fill_status(r, src, ctx, tag, total);
-    if (total)
+    if (sink_alloc(r, total) < 0) {
+        coc__complete(e, r, -ENOMEM);
+        return;
+    }
+    if (total && r->rbuf != data) /* adopted: already in place */
         memcpy(r->rbuf, data, total < r->len ? total : r->len);
     coc__complete(e, r, total > r->len ? COC_ETRUNC : 0);
 }
@@ -155,6 +205,10 @@ static void rdv_accept(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx
                        uint64_t total, uint64_t scookie, uint64_t conn_key)
 {
     fill_status(r, src, ctx, tag, total);
+    if (sink_alloc(r, total) < 0) {
+        coc__complete(e, r, -ENOMEM);
+        return;
+    }
     r->want = total < r->len ? total : r->len;
     r->got = 0;
     r->conn_key = conn_key;
@@ -181,7 +235,7 @@ static int self_send(coc_engine *e, coc_request *s, uint32_t ctx, int32_t tag, c
         deliver(e, r, e->self, ctx, tag, buf, len, 0);
     } else {
         coc__umsg *u = calloc(1, sizeof *u);
-        uint8_t *data = malloc(len ? len : 1);
+        uint8_t *data = buf_alloc(len);
         if (!u || !data) {
             free(u);
             free(data);
@@ -197,18 +251,23 @@ static int self_send(coc_engine *e, coc_request *s, uint32_t ctx, int32_t tag, c
     return 0;
 }
 
-int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const void *buf,
-              size_t len, coc_request **out)
+/* Start a send of len bytes: buf, or the gather list iov (then buf is NULL). The request
+ * owns joined and iov from here on (freed with it, or now on failure). */
+static int isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const void *buf,
+                 size_t len, uint8_t *joined, coc_iovec *iov, size_t niov, coc_request **out)
 {
-    if (!e || !out || tag < 0 || (len && !buf) || len > COC__MAX_MESSAGE)
-        return COC_EINVAL;
     pthread_mutex_lock(&e->lock);
     int rc = 0;
     coc_request *r = req_new(e, COC__SEND);
     if (!r) {
         pthread_mutex_unlock(&e->lock);
+        free(joined);
+        free(iov);
         return -ENOMEM;
     }
+    r->joined = joined;
+    r->iov = iov;
+    r->niov = niov;
     r->peer = (int32_t)dest;
     r->context = context;
     r->tag = tag;
@@ -268,11 +327,54 @@ out:
     return rc < 0 ? rc : 0;
 }
 
-int coc_irecv(coc_engine *e, int32_t source, uint32_t context, int32_t tag, void *buf, size_t cap,
-              coc_request **out)
+int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const void *buf,
+              size_t len, coc_request **out)
 {
-    if (!e || !out || source < COC_ANY_SOURCE || tag < COC_ANY_TAG || (cap && !buf))
+    if (!e || !out || tag < 0 || (len && !buf) || len > COC__MAX_MESSAGE)
         return COC_EINVAL;
+    return isend(e, dest, context, tag, buf, len, NULL, NULL, 0, out);
+}
+
+int coc_isendv(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const coc_iovec *iov,
+               size_t n, coc_request **out)
+{
+    if (!e || !out || tag < 0 || (n && !iov) || n > COC_IOV_MAX)
+        return COC_EINVAL;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (iov[i].len && !iov[i].base)
+            return COC_EINVAL;
+        total += iov[i].len;
+        if (total > COC__MAX_MESSAGE)
+            return COC_EINVAL;
+    }
+    if (n == 1)
+        return isend(e, dest, context, tag, iov[0].base, iov[0].len, NULL, NULL, 0, out);
+    if (total <= e->cfg.eager_limit || dest == e->self) {
+        /* one frame (or a copy to ourselves) anyway: join, and own the copy */
+        uint8_t *joined = buf_alloc(total);
+        if (!joined)
+            return -ENOMEM;
+        uint8_t *at = joined;
+        for (size_t i = 0; i < n; i++) {
+            if (iov[i].len)
+                memcpy(at, iov[i].base, iov[i].len);
+            at += iov[i].len;
+        }
+        return isend(e, dest, context, tag, joined, total, joined, NULL, 0, out);
+    }
+    coc_iovec *list = malloc(n * sizeof *list);
+    if (!list)
+        return -ENOMEM;
+    memcpy(list, iov, n * sizeof *list);
+    return isend(e, dest, context, tag, NULL, total, NULL, list, n, out);
+}
+
+/* Post a receive into buf of capacity cap, or (alloc) into a buffer allocated at match
+ * of at most cap bytes. */
+static int irecv(coc_engine *e, int32_t source, uint32_t context, int32_t tag, void *buf,
+                 size_t cap, int alloc, coc_request **out)
+{
     pthread_mutex_lock(&e->lock);
     coc_request *r = req_new(e, COC__RECV);
     if (!r) {
@@ -284,13 +386,16 @@ int coc_irecv(coc_engine *e, int32_t source, uint32_t context, int32_t tag, void
     r->tag = tag;
     r->rbuf = buf;
     r->len = cap;
+    r->alloc = (uint8_t)alloc;
     coc__umsg *u = coc__unexp_find(e, source, context, tag);
     if (!u) {
         coc__posted_add(e, r);
     } else {
         coc__unexp_remove(e, u);
+        adopt(r, u);
         if (u->type == COC__EAGER)
-            deliver(e, r, u->source, u->context, u->tag, u->data, u->total, u->conn_key);
+            deliver(e, r, u->source, u->context, u->tag, u->data ? u->data : r->rbuf, u->total,
+                    u->conn_key);
         else
             rdv_accept(e, r, u->source, u->context, u->tag, u->total, u->scookie, u->conn_key);
         free(u->data);
@@ -299,6 +404,45 @@ int coc_irecv(coc_engine *e, int32_t source, uint32_t context, int32_t tag, void
     *out = r;
     pthread_mutex_unlock(&e->lock);
     return 0;
+}
+
+int coc_irecv(coc_engine *e, int32_t source, uint32_t context, int32_t tag, void *buf, size_t cap,
+              coc_request **out)
+{
+    if (!e || !out || source < COC_ANY_SOURCE || tag < COC_ANY_TAG || (cap && !buf))
+        return COC_EINVAL;
+    return irecv(e, source, context, tag, buf, cap, 0, out);
+}
+
+int coc_irecv_alloc(coc_engine *e, int32_t source, uint32_t context, int32_t tag, size_t max,
+                    coc_request **out)
+{
+    if (!e || !out || source < COC_ANY_SOURCE || tag < COC_ANY_TAG)
+        return COC_EINVAL;
+    return irecv(e, source, context, tag, NULL, max, 1, out);
+}
+
+void *coc_request_take_buffer(coc_request *r, size_t *len)
+{
+    void *buf = NULL;
+    size_t n = 0;
+    if (r && r->kind == COC__RECV && atomic_load(&r->state) == COC__REQ_DONE) {
+        pthread_mutex_lock(&r->e->lock);
+        if (r->alloc && r->rbuf) {
+            buf = r->rbuf;
+            n = r->st.count < r->len ? r->st.count : r->len;
+            r->rbuf = NULL;
+        }
+        pthread_mutex_unlock(&r->e->lock);
+    }
+    if (len)
+        *len = n;
+    return buf;
+}
+
+void coc_buffer_free(void *buf)
+{
+    free(buf);
 }
 
 int coc__probe_locked(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st)
@@ -415,6 +559,11 @@ int coc__frame_begin(coc__conn *c)
         if ((rc = credit_take(c, h)) < 0)
             break;
         r = coc__posted_take(e, h->source, h->context, h->tag);
+        if (r && sink_alloc(r, h->total) < 0) {
+            coc__posted_add(e, r); /* keep it; this connection fails */
+            rc = -ENOMEM;
+            break;
+        }
         if (r) {
             fill_status(r, h->source, h->context, h->tag, h->total);
             r->phase = COC__MATCHED;
@@ -425,7 +574,7 @@ int coc__frame_begin(coc__conn *c)
             c->sink_cap = r->len;
         } else {
             coc__umsg *u = calloc(1, sizeof *u);
-            uint8_t *data = malloc(h->total ? h->total : 1);
+            uint8_t *data = buf_alloc(h->total);
             if (!u || !data) {
                 free(u);
                 free(data);
@@ -527,7 +676,9 @@ void coc__frame_end(coc__conn *c)
         c->rumsg = NULL;
         r = coc__posted_take(e, u->source, u->context, u->tag);
         if (r) {
-            deliver(e, r, u->source, u->context, u->tag, u->data, u->total, u->conn_key);
+            adopt(r, u);
+            deliver(e, r, u->source, u->context, u->tag, u->data ? u->data : r->rbuf, u->total,
+                    u->conn_key);
             free(u->data);
             free(u);
         } else {

@@ -3,6 +3,7 @@
  *
  *   coc_pingpong [-b SOCKBUF] server HOST PORT     echo one connection's messages, then exit
  *   coc_pingpong [-b SOCKBUF] client HOST PORT SIZE:ITERS ...
+ *   coc_pingpong [-b SOCKBUF] client HOST PORT rate:SIZE:COUNT:WINDOW ...
  *
  * A message is a 4-byte length and the payload, sent with one send() and read with as
  * few recv() calls as the kernel allows, into page-aligned buffers, with TCP_NODELAY (and
@@ -11,6 +12,13 @@
  * client runs ITERS/10+2 warm-up round trips, then ITERS timed ones, and prints
  *   SIZE ITERS MEDIAN_NS P99_NS
  * where the figures are half round trips: sorted[n/2] and sorted[min(n-1, 99n/100)].
+ * For each rate:SIZE:COUNT:WINDOW the client measures a message rate the way OSU's
+ * osu_mbw_mr does: COUNT messages of SIZE bytes in windows of WINDOW sent back to back,
+ * the server answering only the last of each window with an empty message, and prints
+ *   rate SIZE COUNT ELAPSED_NS
+ * (a length word with NO_ECHO set is not answered; with ACK set it gets an empty reply;
+ * an empty frame with both set first switches the server to reading one frame at a time,
+ * and is answered before any window leaves, so no greedy read can swallow a window).
  * Self-contained: needs nothing of libcoc.
  */
 #include <arpa/inet.h>
@@ -28,6 +36,8 @@
 
 #define MAX_SIZE (4u << 20)
 #define PAGE 4096
+#define NO_ECHO 0x80000000u /* flags in the length word of rate mode */
+#define ACK 0x40000000u
 
 /* The payload starts on a page; its 4-byte length sits just before it. */
 static char *frame;
@@ -59,9 +69,10 @@ static void tune(int fd) {
     }
 }
 
-/* Send the frame holding len payload bytes. */
-static void send_msg(int fd, uint32_t len) {
-    memcpy(frame, &len, 4);
+/* Send the frame holding len payload bytes; flags (NO_ECHO, ACK) ride in the length word. */
+static void send_flagged(int fd, uint32_t len, uint32_t flags) {
+    uint32_t word = len | flags;
+    memcpy(frame, &word, 4);
     for (size_t done = 0, total = 4 + (size_t)len; done < total;) {
         ssize_t n = send(fd, frame + done, total - done, MSG_NOSIGNAL);
         if (n < 0 && errno != EINTR) die("send");
@@ -69,13 +80,19 @@ static void send_msg(int fd, uint32_t len) {
     }
 }
 
-/* Receive one frame; return its payload length, or -1 at end of stream. The peer sends
- * nothing more before our reply, so reading greedily never takes a second message; once
+static void send_msg(int fd, uint32_t len) { send_flagged(fd, len, 0); }
+
+static uint32_t flags_in; /* the flags of the last frame recv_msg read */
+static int streaming;     /* rate mode (set by the client): never read past one frame */
+
+/* Receive one frame; return its payload length, or -1 at end of stream. In ping-pong the
+ * peer sends nothing more before our reply, so reading greedily never takes a second
+ * message (rate mode reads the length word alone, then the payload); once
  * the length is known, MSG_WAITALL spares a wake-up per arriving segment. */
 static int64_t recv_msg(int fd) {
     size_t have = 0, want = 4;
     while (have < want) {
-        ssize_t n = want == 4 ? recv(fd, frame + have, 4 + MAX_SIZE - have, 0)
+        ssize_t n = want == 4 ? recv(fd, frame + have, (streaming ? 4 : 4 + MAX_SIZE) - have, 0)
                               : recv(fd, frame + have, want - have, MSG_WAITALL);
         if (n == 0) return -1;
         if (n < 0) {
@@ -86,6 +103,8 @@ static int64_t recv_msg(int fd) {
         if (want == 4 && have >= 4) {
             uint32_t len;
             memcpy(&len, frame, 4);
+            flags_in = len & (NO_ECHO | ACK);
+            len &= ~(NO_ECHO | ACK);
             if (len > MAX_SIZE) {
                 fprintf(stderr, "coc_pingpong: message of %u bytes is over the maximum\n", len);
                 exit(1);
@@ -110,7 +129,12 @@ static int serve(const char *host, const char *port) {
     if (fd < 0) die("accept");
     close(lfd);
     tune(fd);
-    for (int64_t len; (len = recv_msg(fd)) >= 0;) send_msg(fd, (uint32_t)len);
+    for (int64_t len; (len = recv_msg(fd)) >= 0;) {
+        if (flags_in == (NO_ECHO | ACK))
+            streaming = 1;
+        if (!(flags_in & NO_ECHO) || flags_in == (NO_ECHO | ACK))
+            send_msg(fd, flags_in & ACK ? 0 : (uint32_t)len);
+    }
     close(fd);
     return 0;
 }
@@ -126,17 +150,39 @@ static int cmp_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Parse "SIZE:ITERS"; 0 when malformed or out of range. */
-static int parse_spec(const char *spec, unsigned long *size, unsigned long *iters) {
+/* Parse "SIZE:ITERS" or "rate:SIZE:COUNT:WINDOW" (*window 0 for the former); 0 when
+ * malformed or out of range. */
+static int parse_spec(const char *spec, unsigned long *size, unsigned long *iters,
+                      unsigned long *window) {
     char end;
+    *window = 0;
+    if (strncmp(spec, "rate:", 5) == 0)
+        return sscanf(spec + 5, "%lu:%lu:%lu%c", size, iters, window, &end) == 3 &&
+               *size <= MAX_SIZE && *iters > 0 && *window > 0;
     return sscanf(spec, "%lu:%lu%c", size, iters, &end) == 2 && *size <= MAX_SIZE && *iters > 0;
 }
 
+/* Send count messages of size bytes in windows, each window's last answered; return ns. */
+static uint64_t stream(int fd, unsigned long size, unsigned long count, unsigned long window) {
+    send_flagged(fd, 0, NO_ECHO | ACK); /* the server reads one frame at a time from now */
+    if (recv_msg(fd) != 0) die("rate mode");
+    uint64_t t0 = now_ns();
+    for (unsigned long sent = 0; sent < count;) {
+        unsigned long n = count - sent < window ? count - sent : window;
+        for (unsigned long k = 0; k < n; k++)
+            send_flagged(fd, (uint32_t)size, k + 1 < n ? NO_ECHO : ACK);
+        if (recv_msg(fd) != 0) die("ack");
+        sent += n;
+    }
+    return now_ns() - t0;
+}
+
 static int client(const char *host, const char *port, int nspecs, char **specs) {
-    unsigned long size, iters;
+    unsigned long size, iters, window;
     for (int i = 0; i < nspecs; i++) {
-        if (!parse_spec(specs[i], &size, &iters)) {
-            fprintf(stderr, "coc_pingpong: bad SIZE:ITERS '%s' (size <= %u)\n", specs[i],
+        if (!parse_spec(specs[i], &size, &iters, &window)) {
+            fprintf(stderr, "coc_pingpong: bad SIZE:ITERS or rate:SIZE:COUNT:WINDOW '%s' "
+                    "(size <= %u)\n", specs[i],
                     MAX_SIZE);
             return 2;
         }
@@ -146,7 +192,14 @@ static int client(const char *host, const char *port, int nspecs, char **specs) 
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0) die("connect");
     tune(fd);
     for (int i = 0; i < nspecs; i++) {
-        parse_spec(specs[i], &size, &iters);
+        parse_spec(specs[i], &size, &iters, &window);
+        if (window) {
+            stream(fd, size, iters / 10 + 1, window); /* warm up */
+            printf("rate %lu %lu %llu\n", size, iters,
+                   (unsigned long long)stream(fd, size, iters, window));
+            fflush(stdout);
+            continue;
+        }
         uint64_t *half = malloc(iters * sizeof *half);
         if (!half) die("malloc");
         for (unsigned long k = 0; k < iters / 10 + 2; k++) {
@@ -186,6 +239,7 @@ int main(int argc, char **argv) {
     if (argc >= 5 && strcmp(argv[1], "client") == 0)
         return client(argv[2], argv[3], argc - 4, argv + 4);
     fprintf(stderr, "usage: coc_pingpong [-b SOCKBUF] server HOST PORT\n"
-                    "       coc_pingpong [-b SOCKBUF] client HOST PORT SIZE:ITERS ...\n");
+                    "       coc_pingpong [-b SOCKBUF] client HOST PORT SIZE:ITERS|"
+                    "rate:SIZE:COUNT:WINDOW ...\n");
     return 2;
 }

@@ -125,7 +125,7 @@ class Call:
             self.sends.append(transport.post(self.comm, contiguous(value), dest,
                                              self.tag, transport.COLL_BUF))
         else:
-            self.sends.extend(transport.post_obj(self.comm, (self.kind, self.root, value),
+            self.sends.append(transport.post_obj(self.comm, (self.kind, self.root, value),
                                                  dest, self.tag, transport.COLL))
 
     def recv(self, source, into=None):

@@ -288,6 +288,48 @@ int coc_iprobe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc
 int coc_probe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, int64_t timeout_ns,
               coc_status *st);
 
+/* ---- receives of unknown size, gather-sends (added after 0.1.0) --------------------------- */
+
+/*
+ * Post a receive like coc_irecv, but without a buffer: when it matches, the engine
+ * allocates one of the message's exact size (64-byte aligned). A message above max bytes
+ * completes with COC_ETRUNC, status.count its full size, and its first max bytes. An eager
+ * message that waited in the unexpected queue is handed over as it is, without a copy.
+ * Matching, ordering, cancel and failures are those of coc_irecv. After completion,
+ * coc_request_take_buffer() hands the buffer to the caller; one not taken is freed with
+ * the request. Lets a layer above receive a message of unknown size in one step, without
+ * a probe-then-receive race and without a second framing of its own.
+ */
+int coc_irecv_alloc(coc_engine *e, int32_t source, uint32_t context, int32_t tag, size_t max,
+                    coc_request **out);
+
+/*
+ * Take the buffer of a completed coc_irecv_alloc receive: returns it and its length in
+ * *len (the bytes delivered), or NULL (*len 0) for another request, a pending one, a
+ * buffer already taken or a message of 0 bytes. The caller frees it with coc_buffer_free().
+ */
+void *coc_request_take_buffer(coc_request *r, size_t *len);
+void coc_buffer_free(void *buf);
+
+/* One buffer of a gather-send. */
+typedef struct coc_iovec {
+    const void *base;
+    size_t len;
+} coc_iovec;
+
+#define COC_IOV_MAX 1024
+
+/*
+ * Gather-send: send the n buffers iov[0..n) (n <= COC_IOV_MAX) as ONE message holding their
+ * bytes in order, as coc_isend sends one buffer; the receiver sees a single message of the
+ * summed size. The iov array is copied; the buffers must stay valid and unchanged until
+ * the request completes. A message up to eager_limit (or one to this endpoint itself) is
+ * joined into one copy owned by the request; a larger one is streamed from the buffers
+ * themselves, a DATA frame never spanning two of them.
+ */
+int coc_isendv(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const coc_iovec *iov,
+               size_t n, coc_request **out);
+
 /* ---- observation ------------------------------------------------------------------------- */
 
 typedef struct coc_stats {
