@@ -11,7 +11,9 @@ top-level modules every part may use. The rules keep each part changeable on its
   the communicator, not even through a third module: every rank's ``coc.init()`` must not
   load launcher code, and ``coc-run`` must not need NumPy or the engine's communicator;
 - only one adapter, :mod:`coc._native`, imports the compiled binding ``coc._engine``, and in
-  ``coc.comm`` only one module (the engine port) imports that adapter;
+  ``coc.comm`` only the engine port (:data:`ENGINE_PORT`) imports that adapter or the
+  lookup of the site's real mpi4py (:mod:`coc.realmpi`): the rest of the communicator
+  talks to the port;
 - no two subpackages import each other, directly or through others.
 
 An import inside a function counts like one at the top of the module: it is a dependency all
@@ -38,21 +40,16 @@ ALLOWED = {
     # the control protocol becomes one (issue 18, item 3).
     ("coc.rendezvous", "coc.launcher.agent"):
         "shepherd() borrows the agent's die_with_parent (issue 18 item 3)",
-    # Two coc.comm modules open or drive the engine through the adapter: the world (opens it)
-    # and sitempi (chooses the site's MPI or the engine). One engine port in coc.comm owns
-    # both next session (issue 18, item 2); then only the port imports coc._native.
-    ("coc.comm.sitempi", "coc._native"): "no engine port in coc.comm yet (issue 18 item 2)",
-    ("coc.comm.world", "coc._native"): "no engine port in coc.comm yet (issue 18 item 2)",
-    # sitempi finds the site's real mpi4py through the compatibility layer's import hook,
-    # and the world installs the hook's guard; coc.mpi4py is built on coc.comm. The choice
-    # between the site's MPI and the engine moves into the engine port (issue 18, item 2),
-    # which will take the hook's mpi4py lookup with it.
-    ("coc.comm.sitempi", "coc.mpi4py.hook"): "site MPI lookup, to the engine port (item 2)",
-    ("coc.comm.world", "coc.mpi4py.hook"): "site MPI lookup, to the engine port (item 2)",
 }
 
 #: The one lazy edge the rules ignore: coc/__init__.py's __getattr__ loading the API.
 FACADE = ("coc", "coc.comm")
+
+#: The one module of coc.comm that opens and drives the engine and the site's MPI, and the
+#: modules only it may import there.
+ENGINE_PORT = "coc.comm.port"
+PORT_ONLY = ("coc._native", "coc.realmpi")
+PORT_RULE = "only the engine port coc.comm.port imports coc._native and coc.realmpi"
 
 #: Parts the topology model may import: the errors, and coc.ports (port-range parsing,
 #: a leaf that imports only coc.errors, kept outside the topology so ranks can read their
@@ -180,11 +177,9 @@ def violations(root):
             found.append((edge, "the topology model imports no other part"))
         if edge.target == "coc._engine" and edge.source != "coc._native":
             found.append((edge, "only coc._native imports the binding coc._engine"))
-    native_in_comm = {e.source for e in all_edges
-                      if inside(e.source, "coc.comm") and e.target == "coc._native"}
-    if len(native_in_comm) > 1:
-        found.extend((e, "one engine port in coc.comm imports coc._native") for e in kept
-                     if e.source in native_in_comm and e.target == "coc._native")
+        if (inside(edge.source, "coc.comm") and edge.source != ENGINE_PORT
+                and edge.target in PORT_ONLY):
+            found.append((edge, PORT_RULE))
     for source, forbidden in (("coc.comm", "coc.launcher"), ("coc.launcher", "coc.comm")):
         entries = {}                        # one path per import that enters the forbidden part
         for module in sorted(graph):
@@ -264,8 +259,8 @@ def test_a_lazy_import_through_another_module_fails(tree):
     ("errors.py", "from coc import routes", "coc.errors imports no other part"),
     ("topology/units.py", "from coc import routes", "the topology model imports no other part"),
     ("gateway.py", "from coc import _engine", "only coc._native imports the binding coc._engine"),
-    ("comm/ops.py", "from coc._native import engine",
-     "one engine port in coc.comm imports coc._native"),
+    ("comm/ops.py", "from coc._native import engine", PORT_RULE),
+    ("comm/world.py", "from coc import realmpi", PORT_RULE),
     ("testbed/names.py", "from coc.bench import stats", "no cycle between subpackages"),
 ])
 def test_each_rule_fails_when_broken(tree, relative, line, why):

@@ -21,14 +21,14 @@ POLL_INTERVAL = 0.0005
 class _Watcher:
     """Waits on one engine's fd in one event loop for the requests awaited there."""
 
-    def __init__(self, loop, engine, poll):
-        self.loop, self.engine, self.fd = loop, engine, engine.fileno()
+    def __init__(self, loop, port):
+        self.loop, self.port, self.fd = loop, port, port.fileno()
         self.waiting = []                 # (request, future, status)
-        self.poll, self.timer = poll, None
+        self.poll, self.timer = port.polls, None
         loop.add_reader(self.fd, self.readable)
 
     def readable(self):
-        self.engine.drain()
+        self.port.drain()
         self.check()
 
     def check(self):
@@ -47,7 +47,7 @@ class _Watcher:
         self.waiting = still
         if not still:
             self.loop.remove_reader(self.fd)
-            del _watchers[(self.loop, id(self.engine))]
+            del _watchers[(self.loop, id(self.port))]
         elif self.poll and self.timer is None:  # the site's MPI has no fd: poll it
             self.timer = self.loop.call_later(POLL_INTERVAL, self.tick)
 
@@ -61,12 +61,10 @@ async def wait(request, status=None):
     if request._progress():
         return request.wait(status)
     loop = asyncio.get_running_loop()
-    world = request._comm._world
-    engine = world.engine
-    watcher = _watchers.get((loop, id(engine)))
+    port = request._comm._world.port
+    watcher = _watchers.get((loop, id(port)))
     if watcher is None:
-        watcher = _watchers[(loop, id(engine))] = _Watcher(loop, engine,
-                                                           world.site_mpi is not None)
+        watcher = _watchers[(loop, id(port))] = _Watcher(loop, port)
     future = loop.create_future()
     watcher.waiting.append((request, future, status))
     watcher.check()                 # it may have completed before the reader was added

@@ -70,13 +70,13 @@ class Communicator:
         world.comm_names.setdefault(block, name)
         self.rank = self._of_world[world.rank]
         self.size = len(self._ranks)
-        self._mpi, self._mpi_rank, self._mpi_world = None, {}, []
-        self._any_parts = []           # site MPI: ANY_SOURCE receives not matched yet
-        if world.site_mpi is not None:
-            world.site_mpi.attach(self, transport.SLOTS)
-        # The fast path of blocking point-to-point: every peer through the engine.
-        self._direct = self._mpi is None
-        self._engine = world.engine
+        # How each peer is reached (the engine port: the engine, or the site's MPI).
+        self._lanes = lanes = world.port.lanes(self._ranks, block, self._context,
+                                               transport.SLOTS)
+        # The fast path of blocking point-to-point: every peer through the engine, whose
+        # bound methods the port hands out (no Python frame between Send and the engine).
+        self._direct = lanes.direct
+        self._send, self._recv, self._recv_alloc = lanes.send, lanes.recv, lanes.recv_alloc
 
     # -- identity and topology ------------------------------------------------------------
     def Get_rank(self):
@@ -141,16 +141,7 @@ class Communicator:
         ``buf`` None receives a message of any size into memory the engine (or MPI)
         allocates; the part's ``message()`` returns it.
         """
-        world = self._world
-        if self._mpi is not None:
-            if source == ANY_SOURCE:
-                return world.site_mpi.irecv(self, buf, -1, tag, slot)
-            target = self._ranks[source]
-            if target in self._mpi_rank:
-                return world.site_mpi.irecv(self, buf, target, tag, slot)
-        if buf is None:
-            return world.engine.irecv_alloc(self._endpoint(source), tag, self._context + slot)
-        return world.engine.irecv(buf, self._endpoint(source), tag, self._context + slot)
+        return self._lanes.irecv(buf, self._endpoint(source), tag, slot)
 
     def _next_collective_tag(self):
         if self._op_tag is not None:
@@ -196,7 +187,7 @@ class Communicator:
         if self._direct and type(message) is bytes and 0 <= dest < self.size:
             target = self._ranks[dest]
             try:
-                self._engine.send(message, target, tag, self._context + transport.OBJ)
+                self._send(message, target, tag, self._context + transport.OBJ)
             except PeerLost as exc:
                 raise translate(self, exc) from None
             self._world.count(target, len(message))
@@ -225,8 +216,7 @@ class Communicator:
         endpoint = self._endpoint(source)
         if self._direct:
             try:
-                st, message = self._engine.recv_alloc(endpoint, tag,
-                                                      self._context + transport.OBJ)
+                st, message = self._recv_alloc(endpoint, tag, self._context + transport.OBJ)
             except PeerLost as exc:
                 raise translate(self, exc) from None
             obj = transport.decode_obj(self, message, st)
@@ -248,19 +238,7 @@ class Communicator:
         return obj
 
     def _probe(self, source, tag, ctx, status, block):
-        engine = self._world.engine
-        args = (self._endpoint(source), tag, self._context + ctx)
-        if self._mpi is None:
-            st = engine.probe(*args) if block else engine.iprobe(*args)
-        else:                            # poll both transports
-            while True:
-                st = engine.iprobe(*args) if source == ANY_SOURCE or \
-                    self._ranks[source] not in self._mpi_rank else None
-                if st is None and (source == ANY_SOURCE or self._ranks[source] in self._mpi_rank):
-                    st = self._world.site_mpi.iprobe(self, args[0], tag, ctx)
-                if st is not None or not block:
-                    break
-                _pause()
+        st = self._lanes.probe(self._endpoint(source), tag, ctx, block)
         if st is None:
             return False
         if status is not None:
@@ -293,7 +271,7 @@ class Communicator:
                 and 0 <= tag <= MAX_TAG and buf.flags.c_contiguous):   # the fast path
             target = self._ranks[dest]
             try:
-                self._engine.send(buf, target, tag, self._context + transport.BUF)
+                self._send(buf, target, tag, self._context + transport.BUF)
             except PeerLost as exc:
                 raise translate(self, exc) from None
             self._world.count(target, buf.nbytes)
@@ -314,8 +292,8 @@ class Communicator:
         if (self._direct and type(buf) is np.ndarray and ANY_SOURCE <= source < self.size
                 and buf.flags.c_contiguous):               # the fast path
             try:
-                st = self._engine.recv(buf, self._ranks[source] if source >= 0 else source,
-                                       tag, self._context + transport.BUF)
+                st = self._recv(buf, self._ranks[source] if source >= 0 else source,
+                                tag, self._context + transport.BUF)
             except (TruncationError, PeerLost) as exc:
                 raise translate(self, exc) from None
             if status is not None:
@@ -631,12 +609,6 @@ class Communicator:
         """Send ``buf`` without blocking the event loop."""
         from coc.comm import aio
         await aio.wait(self.Isend(buf, dest, tag))
-
-
-def _pause():
-    """Yield the CPU briefly while polling two transports."""
-    import time
-    time.sleep(20e-6)
 
 
 def _wait(comm, request):

@@ -204,7 +204,7 @@ class Request:
 
     def _engine_fd(self):
         comm = self._comm
-        return None if comm is None else comm._world.engine.fileno()
+        return None if comm is None else comm._world.port.fileno()
 
     def __await__(self):
         from coc.comm import aio
@@ -286,12 +286,12 @@ def waitany(requests, status=None, timeout=None):
     while True:
         for r in requests:
             if r is not None and r._comm is not None:
-                r._comm._world.engine.drain()
+                r._comm._world.port.drain()
                 break
         index, done, value = testany(requests, status)
         if done:
             return index, value
-        slice_ = 0.001 if any(r is not None and r._comm is not None and r._comm._mpi is not None
+        slice_ = 0.001 if any(r is not None and r._comm is not None and r._comm._world.port.polls
                               for r in requests) else 0.05    # the site's MPI has no fd
         left = slice_ if deadline is None else min(slice_, deadline - time.monotonic())
         if left <= 0:

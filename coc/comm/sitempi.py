@@ -10,28 +10,21 @@ then receives the probed message from its exact source; so does a receive withou
 (an object's message, of a size known only once probed), which then receives into memory
 of the probed size.
 
-Started by plain ``mpiexec`` without ``coc-run``, :func:`bootstrap` builds the whole job
-from MPI: ranks, the secret, engine addresses and direct routes; ``COC_SITE`` per rank
-(``mpiexec -n 2 -env COC_SITE a prog : -n 2 -env COC_SITE b prog``) says which ranks share
-a site, hence MPI.
+Only the engine port (:mod:`coc.comm.port`) uses this module: it hands in the real
+``mpi4py.MPI`` module and the engine, and decides per peer which of the two carries a
+message (its ``MixedLanes``).
 """
 
-import os
-import secrets
-import socket
 import time
 
-from coc.mpi4py import hook
-from coc.routes import parse_routes
-
-__all__ = ["enabled", "SiteMPI", "bootstrap", "PartStatus"]
+__all__ = ["SiteMPI", "MPIComm", "PartStatus", "pause"]
 
 _POLL_SLEEP = 20e-6      # seconds between polls of a receive that waits on two transports
 
 
-def enabled():
-    """Return True when ``COC_SITE_MPI=1`` and mpi4py is importable."""
-    return os.environ.get("COC_SITE_MPI") == "1" and hook.real_available()
+def pause():
+    """Yield the CPU briefly while polling two transports."""
+    time.sleep(_POLL_SLEEP)
 
 
 class PartStatus:
@@ -92,15 +85,15 @@ class _ProbedPart:
     whichever of them is tested, as MPI's posted receives match in posting order.
     """
 
-    def __init__(self, site, comm, buf, source, tag, slot):
-        self.site, self.comm, self.buf, self.tag, self.slot = site, comm, buf, tag, slot
+    def __init__(self, comm, buf, source, tag, slot):
+        self.comm, self.buf, self.tag, self.slot = comm, buf, tag, slot
         self.source = source                     # world rank, or -1
         self.inner, self.cancelled, self.data = None, False, None
-        comm._any_parts.append(self)
+        comm.any_parts.append(self)
 
     def test(self):
         if self.inner is None:
-            _claim(self.comm._any_parts)
+            _claim(self.comm.any_parts)
             if self.inner is None:
                 return None
         return self.inner.test()
@@ -110,17 +103,17 @@ class _ProbedPart:
 
         ``source`` is the engine endpoint (mpi False) or the rank in the MPI communicator.
         """
-        comm, engine, source = self.comm, self.comm._world.engine, self.source
-        if source < 0 or source not in comm._mpi_rank:
-            st = engine.iprobe(source, self.tag, comm._context + self.slot)
+        comm, source, MPI = self.comm, self.source, self.comm.MPI
+        if source < 0 or source not in comm.rank_of:
+            st = comm.engine.iprobe(source, self.tag, comm.context + self.slot)
             if st is not None:
                 return False, st.source, st.tag, st.count
-        if source < 0 or source in comm._mpi_rank:
-            mst = self.site.MPI.Status()
-            if comm._mpi[self.slot].Iprobe(
-                    self.site.MPI.ANY_SOURCE if source < 0 else comm._mpi_rank[source],
-                    self.site.MPI.ANY_TAG if self.tag < 0 else self.tag, mst):
-                return True, mst.Get_source(), mst.Get_tag(), mst.Get_count(self.site.MPI.BYTE)
+        if source < 0 or source in comm.rank_of:
+            mst = MPI.Status()
+            if comm.comms[self.slot].Iprobe(
+                    MPI.ANY_SOURCE if source < 0 else comm.rank_of[source],
+                    MPI.ANY_TAG if self.tag < 0 else self.tag, mst):
+                return True, mst.Get_source(), mst.Get_tag(), mst.Get_count(MPI.BYTE)
         return None
 
     def _takes(self, slot, tag, source):
@@ -130,17 +123,17 @@ class _ProbedPart:
 
     def _receive(self, mpi, source, tag, count):
         """Start the real receive of the probed message (exact source and tag)."""
-        comm, context = self.comm, self.comm._context + self.slot
+        comm, context = self.comm, self.comm.context + self.slot
         if not mpi:
-            engine = comm._world.engine
+            engine = comm.engine
             self.inner = (engine.irecv_alloc(source, tag, context) if self.buf is None
                           else engine.irecv(self.buf, source, tag, context))
             return
         if self.buf is None:
             import numpy as np
             self.buf = self.data = np.empty(count, np.uint8)
-        request = comm._mpi[self.slot].Irecv([self.buf, self.site.MPI.BYTE], source, tag)
-        self.inner = _MPIPart(self.site.MPI, request, context, comm._mpi_world[source],
+        request = comm.comms[self.slot].Irecv([self.buf, comm.MPI.BYTE], source, tag)
+        self.inner = _MPIPart(comm.MPI, request, context, comm.world_of[source],
                               _nbytes(self.buf))
 
     def wait(self, timeout=None):
@@ -173,7 +166,7 @@ def _claim(pending):
             at += 1
             continue
         mpi, source, tag, count = found
-        world = pending[at].comm._mpi_world[source] if mpi else source
+        world = pending[at].comm.world_of[source] if mpi else source
         owner = next(p for p in pending if p._takes(pending[at].slot, tag, world))
         owner._receive(mpi, source, tag, count)
         pending.remove(owner)
@@ -194,73 +187,70 @@ def _poll(part, timeout):
             return st
         if deadline is not None and time.monotonic() > deadline:
             raise CocTimeoutError(f"receive not complete after {timeout} s")
-        time.sleep(_POLL_SLEEP)
+        pause()
 
 
 class SiteMPI:
     """The MPI job this process belongs to, seen from coc: which world ranks it reaches."""
 
-    def __init__(self, world):
-        MPI = hook.real_mpi()             # the real one, even under coc-run --mpi4py
-        self.MPI, self.world = MPI, world
-        pairs = MPI.COMM_WORLD.allgather((world.rank, world.site))
-        self.mpi_rank_of = {r: i for i, (r, s) in enumerate(pairs) if s == world.site}
+    def __init__(self, MPI, rank, site):
+        """``MPI`` is the real ``mpi4py.MPI``; collective over the MPI job."""
+        self.MPI = MPI
+        pairs = MPI.COMM_WORLD.allgather((rank, site))
+        self.mpi_rank_of = {r: i for i, (r, s) in enumerate(pairs) if s == site}
 
-    def attach(self, comm, slots):
-        """Give ``comm`` its MPI communicators (collective over its members in this MPI job)."""
-        members = [w for w in comm._ranks if w in self.mpi_rank_of]
-        comm._mpi_world = members                     # MPI rank in comm._mpi -> world rank
-        comm._mpi_rank = {w: i for i, w in enumerate(members)}
+    def communicator(self, ranks, block, engine, context, slots):
+        """Return the :class:`MPIComm` of a coc communicator of world ranks ``ranks``.
+
+        None when fewer than two of them are in this MPI job (nothing goes through MPI).
+        Collective over its members in this MPI job. ``block`` is the communicator's
+        context block (it tags the MPI group), ``context`` its first engine context,
+        ``slots`` the number of its contexts in use (one MPI communicator each).
+        """
+        members = [w for w in ranks if w in self.mpi_rank_of]
         if len(members) < 2:
-            comm._mpi = None
-            return
+            return None
         group = self.MPI.COMM_WORLD.Get_group().Incl([self.mpi_rank_of[w] for w in members])
-        first = self.MPI.COMM_WORLD.Create_group(group, comm._block % 32768)
+        first = self.MPI.COMM_WORLD.Create_group(group, block % 32768)
         group.Free()
-        comm._mpi = [first] + [first.Dup() for _ in range(slots - 1)]
+        comms = [first] + [first.Dup() for _ in range(slots - 1)]
+        return MPIComm(self.MPI, comms, members, engine, context)
 
-    def isend(self, comm, buf, target, tag, slot):
+
+class MPIComm:
+    """One coc communicator's MPI communicators, one per context slot, and its members.
+
+    ``world_of[i]`` is the world rank of MPI rank ``i``, ``rank_of`` the inverse; the
+    engine serves receives from any source (probed on both transports).
+    """
+
+    def __init__(self, MPI, comms, members, engine, context):
+        self.MPI, self.comms, self.engine, self.context = MPI, comms, engine, context
+        self.world_of = members
+        self.rank_of = {w: i for i, w in enumerate(members)}
+        self.any_parts = []            # ANY_SOURCE receives not matched yet
+
+    def isend(self, buf, target, tag, slot):
         """Start sending ``buf`` to world rank ``target`` through MPI."""
-        request = comm._mpi[slot].Isend([buf, self.MPI.BYTE], comm._mpi_rank[target], tag)
-        return _MPIPart(self.MPI, request, comm._context + slot, target)
+        request = self.comms[slot].Isend([buf, self.MPI.BYTE], self.rank_of[target], tag)
+        return _MPIPart(self.MPI, request, self.context + slot, target)
 
-    def irecv(self, comm, buf, source, tag, slot):
+    def irecv(self, buf, source, tag, slot):
         """Start receiving into ``buf`` from world rank ``source`` (-1: any) with ``tag``.
 
         ``buf`` None receives into memory of the message's size (``part.message()``).
         """
         if source < 0 or buf is None:
-            return _ProbedPart(self, comm, buf, source, tag, slot)
+            return _ProbedPart(self, buf, source, tag, slot)
         mpi_tag = self.MPI.ANY_TAG if tag < 0 else tag
-        request = comm._mpi[slot].Irecv([buf, self.MPI.BYTE], comm._mpi_rank[source], mpi_tag)
-        return _MPIPart(self.MPI, request, comm._context + slot, source, _nbytes(buf))
+        request = self.comms[slot].Irecv([buf, self.MPI.BYTE], self.rank_of[source], mpi_tag)
+        return _MPIPart(self.MPI, request, self.context + slot, source, _nbytes(buf))
 
-    def iprobe(self, comm, source, tag, slot):
+    def iprobe(self, source, tag, slot):
         """Return the PartStatus of a matching MPI message not yet received, or None."""
         st = self.MPI.Status()
-        mpi_source = self.MPI.ANY_SOURCE if source < 0 else comm._mpi_rank[source]
-        if comm._mpi[slot].Iprobe(mpi_source, self.MPI.ANY_TAG if tag < 0 else tag, st):
-            return PartStatus(comm._mpi_world[st.Get_source()], st.Get_tag(),
-                              comm._context + slot, st.Get_count(self.MPI.BYTE))
+        mpi_source = self.MPI.ANY_SOURCE if source < 0 else self.rank_of[source]
+        if self.comms[slot].Iprobe(mpi_source, self.MPI.ANY_TAG if tag < 0 else tag, st):
+            return PartStatus(self.world_of[st.Get_source()], st.Get_tag(),
+                              self.context + slot, st.Get_count(self.MPI.BYTE))
         return None
-
-
-def bootstrap():
-    """Build the job from a plain ``mpiexec`` start; return ``(engine, me)`` like coc-run's."""
-    from coc._native import engine as native
-    from coc.ports import environ_port_range
-    MPI = hook.real_mpi()
-    w = MPI.COMM_WORLD
-    secret = w.bcast(secrets.token_bytes(32) if w.rank == 0 else None, root=0)
-    eng = native.Engine(w.rank, secret, listen_host=os.environ.get("COC_LISTEN_HOST",
-                                                                   "127.0.0.1"),
-                        port_range=environ_port_range(os.environ))
-    addresses = w.allgather(eng.address)
-    where = w.allgather((os.environ.get("COC_SITE", "local"),
-                         os.environ.get("COC_HOST", socket.gethostname())))
-    for peer, address in enumerate(addresses):
-        if peer != w.rank:
-            eng.add_peer(peer, address)
-            eng.set_route(peer, [peer])
-    routes = parse_routes({peer: [(peer, 1)] for peer in range(w.size) if peer != w.rank})
-    return eng, {"rank": w.rank, "size": w.size, "routes": routes, "placement": where}

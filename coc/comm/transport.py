@@ -50,28 +50,17 @@ _ZEROS = bytes(ALIGN)
 def post(comm, buf, dest, tag, ctx):
     """Start sending ``buf`` (or a list of buffers, as one message) to rank ``dest``.
 
-    Returns the engine request (or the site MPI's).
+    Returns the engine request (or the site MPI's: the engine port chooses).
     """
-    world = comm._world
     if not 0 <= dest < comm.size:
         raise ValueError(f"{comm.name}: destination rank {dest} out of range 0..{comm.size - 1}")
     target = comm._ranks[dest]
-    site_mpi = comm._mpi is not None and target in comm._mpi_rank
-    gather = isinstance(buf, list)
-    if site_mpi:
-        if gather:                     # MPI has no gather of raw bytes: join once
-            buf = b"".join(buf)
-            gather = False
-        req = world.site_mpi.isend(comm, buf, target, tag, ctx)
-    elif gather:
-        req = world.engine.isendv(buf, target, tag, comm._context + ctx)
-    else:
-        req = world.engine.isend(buf, target, tag, comm._context + ctx)
-    if gather:
+    req = comm._lanes.isend(buf, target, tag, ctx)
+    if type(buf) is list:
         nbytes = sum(memoryview(b).nbytes for b in buf)
     else:
         nbytes = buf.nbytes if isinstance(buf, np.ndarray) else memoryview(buf).nbytes
-    world.count(target, nbytes, site_mpi)
+    comm._world.count(target, nbytes, comm._lanes.via_mpi(target))
     return req
 
 

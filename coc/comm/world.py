@@ -1,6 +1,7 @@
 """This process's place in the job: the engine, the rendezvous, where every rank runs.
 
-:func:`init` opens the engine with the credentials ``coc-run`` hands the rank, exchanges
+:func:`init` opens the engine (through the engine port, :mod:`coc.comm.port`) with the
+credentials ``coc-run`` hands the rank, exchanges
 addresses for peers and routes (``coc.rendezvous``), learns the site and host of every
 rank and returns the world communicator. Without ``coc-run`` it returns a world of one rank
 (messages to self work). :func:`finalize`, also run at exit, waits for every rank (so late
@@ -9,16 +10,16 @@ messages still find their receiver) and closes the engine.
 
 import atexit
 import os
-import secrets
 import socket
 import time
 import warnings
 
-from coc.comm import sitempi, transport
+from coc.comm import port as engine_port
+from coc.comm import transport
 from coc.comm.communicator import Communicator
 from coc.comm.request import Request, run
-from coc.errors import CocError, LaunchError
-from coc.routes import apply_delays, apply_routes, next_hops
+from coc.errors import CocError
+from coc.routes import next_hops
 
 __all__ = ["World", "init", "finalize", "initialized", "Wtime", "Wtick", "counters",
            "reset_counters"]
@@ -42,17 +43,16 @@ def reset_counters():
 
 
 class World:
-    """The engine of this process and what it knows of every rank of the job."""
+    """The engine port of this process and what it knows of every rank of the job."""
 
-    def __init__(self, engine, rank, size, site, host):
-        self.engine, self.rank, self.size = engine, rank, size
+    def __init__(self, port, rank, size, site, host):
+        self.port, self.rank, self.size = port, rank, size
         self.site, self.host = site, host
         self.sites, self.hosts = [site] * size, [host] * size
         self.counters = counters
         self.next_block = 1
         self._levels = None
         self.routes = {}                 # {world rank: {size class: [(next hop, weight), ...]}}
-        self.site_mpi = None             # coc.comm.sitempi.SiteMPI when the site's MPI is used
         self.comm_names = {}             # {context block: communicator name}
 
     @property
@@ -108,37 +108,6 @@ def _rank_levels(world):
              "host": places.index((s, h))} for s, h in zip(world.sites, world.hosts)]
 
 
-def _open_under_coc_run():
-    """Open the engine with coc-run's credentials and do the rendezvous; return (engine, me)."""
-    from coc._native import engine as native
-    from coc import rendezvous
-    from coc.ports import environ_port_range
-    me = rendezvous.credentials()
-    if me["self_id"] != me["rank"]:
-        raise LaunchError(f"endpoint id {me['self_id']} differs from rank {me['rank']}",
-                          rank=me["rank"])
-    eng = native.Engine(me["self_id"], keys=me["keys"],
-                        listen_host=os.environ.get("COC_LISTEN_HOST", "127.0.0.1"),
-                        port_range=environ_port_range(os.environ),
-                        spin_ns=int(os.environ.get("COC_SPIN_NS", "0")))
-    try:
-        info = rendezvous.rendezvous(eng.address)
-        for peer, address in info["peers"].items():
-            eng.add_peer(peer, address)
-        apply_routes(eng, info["routes"])
-        apply_delays(eng, info["delays"])
-        # Hold a connection to every gateway from the start: a gateway tells the endpoints
-        # connected to it when a rank behind it dies, so a rank waiting on a peer it never
-        # spoke to still gets PeerLost instead of hanging.
-        for gateway in next_hops(info["routes"]):
-            eng.connect(gateway)
-    except BaseException:
-        eng.close()
-        raise
-    me["routes"], me["placement"] = info["routes"], info.get("placement")
-    return eng, me
-
-
 def init():
     """Join the job and return the world communicator (``coc.COMM_WORLD``).
 
@@ -159,18 +128,16 @@ def init():
         raise CocError("coc.init() after coc.finalize(): a process joins a job once")
     site = os.environ.get("COC_SITE", "local")
     host = os.environ.get("COC_HOST", socket.gethostname())
+    site_mpi = engine_port.site_mpi_enabled()
     if "COC_CONTROL_FD" in os.environ:
-        eng, me = _open_under_coc_run()
-        rank, size = me["rank"], me["size"]
-    elif sitempi.enabled() and _mpi_size() > 1:
-        eng, me = sitempi.bootstrap()
-        rank, size = me["rank"], me["size"]
-        site, host = me["placement"][rank]
+        port, me = engine_port.open_under_coc_run()
+    elif site_mpi and engine_port.site_mpi_size() > 1:
+        port, me = engine_port.open_from_site_mpi()
+        site, host = me["placement"][me["rank"]]
     else:
-        from coc._native import engine as native
-        eng, rank, size = native.Engine(0, secrets.token_bytes(32)), 0, 1
-        me = {"routes": {}, "placement": [(site, host)]}
-    world = World(eng, rank, size, site, host)
+        port, me = engine_port.open_alone(site, host)
+    rank, size = me["rank"], me["size"]
+    world = World(port, rank, size, site, host)
     world.routes = me["routes"] if size > 1 else {}
     comm = Communicator(world, range(size), 0, "COMM_WORLD")
     placement = me["placement"]
@@ -179,20 +146,14 @@ def init():
         placement = run(flat.allgather(comm, (site, host)), comm)
     world.sites = [s for s, _ in placement]
     world.hosts = [h for _, h in placement]
-    if sitempi.enabled():             # rebuilt: the world communicator gets its MPI ones
-        world.site_mpi = sitempi.SiteMPI(world)
+    if site_mpi:                      # rebuilt: the world communicator gets its MPI ones
+        port.use_site_mpi(rank, site)
         comm = Communicator(world, range(size), 0, "COMM_WORLD")
     _state["comm"] = comm
     if "COC_CONTROL_FD" in os.environ:
-        from coc import rendezvous
-        rendezvous.serve_control(eng, world.describe_pending)
+        port.serve_control(world.describe_pending)
     atexit.register(finalize)
     return comm
-
-
-def _mpi_size():
-    from coc.mpi4py import hook
-    return hook.real_mpi().COMM_WORLD.Get_size()
 
 
 def initialized():
@@ -214,7 +175,7 @@ def finalize():
     except CocError:
         pass                     # a rank that is gone cannot be waited for
     finally:
-        comm._world.engine.close()
+        comm._world.port.close()
 
 
 def Wtime():

@@ -349,10 +349,8 @@ class Intracomm(Comm):
 
     def _tag_ub(self):
         """Return the largest tag: coc's, or the site's MPI's when that carries messages."""
-        site_mpi = self._c._world.site_mpi
-        if site_mpi is None:
-            return MAX_TAG
-        return min(MAX_TAG, site_mpi.MPI.COMM_WORLD.Get_attr(site_mpi.MPI.TAG_UB))
+        site_ub = self._c._world.port.tag_ub()
+        return MAX_TAG if site_ub is None else min(MAX_TAG, site_ub)
 
     def Set_attr(self, keyval, attrval):
         """Store ``attrval`` under ``keyval`` (a key from ``Create_keyval``)."""

@@ -11,20 +11,19 @@ runs and gets the real mpi4py (for instance the site's MPI under the ``mpiexec``
 does every rank with ``COC_MPI4PY=real``.
 
 coc itself still reaches the real mpi4py (the site's MPI, ``COC_SITE_MPI=1``) through
-:func:`real_mpi`.
+:func:`coc.realmpi.mpi`, which sets this hook aside.
 """
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
 import sys
 
 from coc.errors import LaunchError
+from coc.realmpi import Hook, installed, shadowed
 
-__all__ = ["MODE_VARIABLE", "install", "installed", "real_mpi", "real_available",
-           "rank_pythonpath"]
+__all__ = ["MODE_VARIABLE", "install", "installed", "rank_pythonpath"]
 
 #: The rank environment variable that turns the compatibility mode on.
 MODE_VARIABLE = "COC_MPI4PY"
@@ -34,21 +33,16 @@ GUARD = ("this program imports mpi4py, but coc-run's ranks are not one MPI job: 
          "`coc-run --mpi4py ...`: coc's mpi4py compatibility mode (docs/api.md)")
 
 _SUBMODULES = {"MPI"}
-_real: dict[str, object] = {}
 
 
-def _ours(name):
-    return name == "mpi4py" or name.startswith("mpi4py.")
-
-
-class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _Finder(Hook):
     """Finds ``mpi4py`` and ``mpi4py.*`` first: coc's modules (mode "coc") or an error."""
 
     def __init__(self, mode):
         self.mode = mode
 
     def find_spec(self, name, path=None, target=None):
-        if not _ours(name):
+        if not shadowed(name):
             return None
         if self.mode != "coc":
             if _joined():
@@ -74,11 +68,6 @@ def _joined():
     """Return True once this process joined the job through coc's own API."""
     world = sys.modules.get("coc.comm.world")
     return world is not None and world.initialized()
-
-
-def installed():
-    """Return the installed hook, or None."""
-    return next((f for f in sys.meta_path if isinstance(f, _Finder)), None)
 
 
 def install(environ=None):
@@ -114,35 +103,3 @@ def rank_pythonpath(environ):
     startup = os.path.join(os.path.dirname(os.path.abspath(__file__)), "startup")
     rest = environ.get("PYTHONPATH")
     return startup + (os.pathsep + rest if rest else "")
-
-
-def real_available():
-    """Return True when the real mpi4py is installed (looked up on ``sys.path`` only)."""
-    return importlib.machinery.PathFinder.find_spec("mpi4py") is not None
-
-
-def real_mpi():
-    """Return the real ``mpi4py.MPI`` module, also while the hook is installed.
-
-    Imported with the hook set aside; afterwards ``sys.modules`` again names coc's modules,
-    so the program's ``mpi4py`` stays coc's.
-    """
-    finder = installed()
-    if finder is None:
-        return importlib.import_module("mpi4py.MPI")
-    if finder.mode != "coc":           # the guard: no program modules to keep apart
-        sys.meta_path.remove(finder)
-        try:
-            return importlib.import_module("mpi4py.MPI")
-        finally:
-            sys.meta_path.insert(0, finder)
-    if "MPI" not in _real:
-        program = {k: sys.modules.pop(k) for k in list(sys.modules) if _ours(k)}
-        sys.meta_path.remove(finder)
-        try:
-            _real["MPI"] = importlib.import_module("mpi4py.MPI")
-        finally:
-            _real.update({k: sys.modules.pop(k) for k in list(sys.modules) if _ours(k)})
-            sys.modules.update(program)
-            sys.meta_path.insert(0, finder)
-    return _real["MPI"]

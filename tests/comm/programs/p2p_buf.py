@@ -69,8 +69,8 @@ ok.equal("buffer beside object", (comm.recv(source=left, tag=60), buf[0]), ("obj
 comm.Isend(np.zeros(100, "u1"), right, 70)
 exc = ok.raises("truncation", TruncationError, comm.Recv, np.empty(10, "u1"), left, 70)
 if exc is not None:
-    site_mpi = comm._mpi is not None and left in range(size) and \
-        comm._ranks[left] in comm._mpi_rank        # MPI does not tell the full size
+    site_mpi = left in range(size) and \
+        comm._lanes.via_mpi(comm._ranks[left])       # MPI does not tell the full size
     ok.equal("truncation fields", (exc.source, exc.tag, exc.size, exc.capacity),
              (left, 70, None if site_mpi else 100, 10))
     ok.equal("truncation message", str(exc).split(": ", 1)[1],

@@ -21,7 +21,7 @@ ok = Checks(comm)
 repeat = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 wan_delay = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
 for gateway in comm._world.gateways:      # emulate the WAN: delay frames into the gateways
-    comm._world.engine.set_peer_delay(gateway, wan_delay)
+    comm._world.port.set_peer_delay(gateway, wan_delay)
 root = 1 % size
 
 operations = {

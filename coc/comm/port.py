@@ -1,0 +1,245 @@
+"""The engine port: coc.comm's one door to the native engine and to the site's MPI.
+
+Every engine call of the communicator goes through this module, and so does the choice,
+per communicator and per peer, between the site's own MPI (when the site's ``mpiexec``
+started the ranks, :mod:`coc.comm.sitempi`) and the engine. It is the only module of
+``coc.comm`` that imports the binding's adapter (:mod:`coc._native`) or the lookup of the
+real mpi4py past coc's import hook (:mod:`coc.realmpi`), so a change to the engine's API touches this file, not the whole communicator
+(tests/test_layers.py holds the rule).
+
+- :func:`open_under_coc_run`, :func:`open_from_site_mpi` and :func:`open_alone` open the
+  engine the three ways a rank starts and return a :class:`Port` and what the rank learnt;
+- :meth:`Port.lanes` gives each communicator its :class:`EngineLanes` (every peer through
+  the engine) or :class:`MixedLanes` (peers of this MPI job through MPI, others through
+  the engine): the communicator, its requests and its collectives post and probe there.
+
+Hot path: :class:`EngineLanes` hands out the engine's own bound methods (``send``,
+``recv``, ``recv_alloc``), so a blocking ``Send``/``Recv`` costs no Python frame of the
+port (docs/performance.md, "Small messages from Python").
+"""
+
+import os
+import secrets
+import socket
+
+from coc import realmpi
+from coc._native import engine as native
+from coc.comm import sitempi
+from coc.errors import LaunchError
+from coc.routes import apply_delays, apply_routes, next_hops, parse_routes
+
+__all__ = ["Port", "EngineLanes", "MixedLanes", "site_mpi_enabled", "open_under_coc_run",
+           "open_from_site_mpi", "open_alone"]
+
+
+def site_mpi_enabled():
+    """Return True when ``COC_SITE_MPI=1`` and the site's mpi4py is importable."""
+    return os.environ.get("COC_SITE_MPI") == "1" and realmpi.available()
+
+
+def site_mpi_size():
+    """Return the number of processes in the site's MPI job (its ``COMM_WORLD``)."""
+    return realmpi.mpi().COMM_WORLD.Get_size()
+
+
+class Port:
+    """This process's engine and, once :meth:`use_site_mpi` ran, the site's MPI job."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.site_mpi = None             # sitempi.SiteMPI when the site's MPI carries messages
+        self.fileno, self.drain = engine.fileno, engine.drain
+
+    def use_site_mpi(self, rank, site):
+        """Let the site's MPI carry messages between ranks of its job and of ``site``.
+
+        Collective over the MPI job (every process tells its world rank and site).
+        """
+        self.site_mpi = sitempi.SiteMPI(realmpi.mpi(), rank, site)
+
+    @property
+    def polls(self):
+        """True when requests may complete through the site's MPI, which has no fd to wait on."""
+        return self.site_mpi is not None
+
+    def lanes(self, ranks, block, context, slots):
+        """Return how a communicator of world ranks ``ranks`` reaches its peers.
+
+        ``block`` is its context block, ``context`` its first engine context, ``slots``
+        the number of its contexts in use. With the site's MPI in use this is collective
+        over the communicator's members in the MPI job.
+        """
+        if self.site_mpi is not None:
+            mpi = self.site_mpi.communicator(ranks, block, self.engine, context, slots)
+            if mpi is not None:
+                return MixedLanes(self.engine, context, mpi)
+        return EngineLanes(self.engine, context)
+
+    def tag_ub(self):
+        """Return the site's MPI's largest tag, or None when only the engine carries messages."""
+        if self.site_mpi is None:
+            return None
+        MPI = self.site_mpi.MPI
+        return MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)
+
+    def set_peer_delay(self, peer, seconds):
+        """Delay every frame to endpoint ``peer`` by ``seconds`` (emulated latency)."""
+        self.engine.set_peer_delay(peer, seconds)
+
+    def serve_control(self, describe):
+        """Answer coc-run's status questions about this engine (``coc.rendezvous``)."""
+        from coc import rendezvous
+        return rendezvous.serve_control(self.engine, describe)
+
+    def close(self):
+        """Close the engine (pending requests fail)."""
+        self.engine.close()
+
+
+class EngineLanes:
+    """A communicator's peers, every one reached through the engine.
+
+    ``send``, ``recv`` and ``recv_alloc`` are the engine's bound methods (engine contexts,
+    world endpoints); the other methods take a context *slot* of the communicator.
+    """
+
+    direct = True               # blocking calls may use send/recv/recv_alloc directly
+
+    def __init__(self, engine, context):
+        self.context = context
+        self.send, self.recv, self.recv_alloc = engine.send, engine.recv, engine.recv_alloc
+        self._engine = engine
+
+    def via_mpi(self, target):
+        """Return True when messages to world rank ``target`` go through the site's MPI."""
+        return False
+
+    def isend(self, buf, target, tag, slot):
+        """Start sending ``buf`` (or a list of buffers, as one message) to ``target``."""
+        if type(buf) is list:
+            return self._engine.isendv(buf, target, tag, self.context + slot)
+        return self._engine.isend(buf, target, tag, self.context + slot)
+
+    def irecv(self, buf, source, tag, slot):
+        """Start receiving into ``buf`` from world rank ``source`` (-1: any).
+
+        ``buf`` None receives a message of any size into memory of its size
+        (the request's ``message()``).
+        """
+        if buf is None:
+            return self._engine.irecv_alloc(source, tag, self.context + slot)
+        return self._engine.irecv(buf, source, tag, self.context + slot)
+
+    def probe(self, source, tag, slot, block):
+        """Return the status of a matching message not yet received (wait if ``block``),
+        or None."""
+        if block:
+            return self._engine.probe(source, tag, self.context + slot)
+        return self._engine.iprobe(source, tag, self.context + slot)
+
+
+class MixedLanes(EngineLanes):
+    """A communicator some of whose peers are in this process's site MPI job.
+
+    Messages to and from those go through the site's MPI (``mpi``, a
+    :class:`coc.comm.sitempi.MPIComm`), the rest through the engine; a receive from any
+    source, or of unknown size, probes both.
+    """
+
+    direct = False
+
+    def __init__(self, engine, context, mpi):
+        super().__init__(engine, context)
+        self.mpi = mpi
+
+    def via_mpi(self, target):
+        return target in self.mpi.rank_of
+
+    def isend(self, buf, target, tag, slot):
+        if target not in self.mpi.rank_of:
+            return super().isend(buf, target, tag, slot)
+        if type(buf) is list:             # MPI has no gather of raw bytes: join once
+            buf = b"".join(buf)
+        return self.mpi.isend(buf, target, tag, slot)
+
+    def irecv(self, buf, source, tag, slot):
+        if source < 0 or source in self.mpi.rank_of:
+            return self.mpi.irecv(buf, source, tag, slot)
+        return super().irecv(buf, source, tag, slot)
+
+    def probe(self, source, tag, slot, block):
+        while True:                       # poll both transports
+            st = None
+            if source < 0 or source not in self.mpi.rank_of:
+                st = super().probe(source, tag, slot, False)
+            if st is None and (source < 0 or source in self.mpi.rank_of):
+                st = self.mpi.iprobe(source, tag, slot)
+            if st is not None or not block:
+                return st
+            sitempi.pause()
+
+
+def _open(self_id, secret=None, **options):
+    return native.Engine(self_id, secret, **options)
+
+
+def _listen_options(**more):
+    from coc.ports import environ_port_range
+    return {"listen_host": os.environ.get("COC_LISTEN_HOST", "127.0.0.1"),
+            "port_range": environ_port_range(os.environ), **more}
+
+
+def open_under_coc_run():
+    """Open the engine with coc-run's credentials and do the rendezvous; return (port, me).
+
+    ``me`` holds ``rank``, ``size``, ``routes`` and ``placement`` (see ``coc.rendezvous``).
+    """
+    from coc import rendezvous
+    me = rendezvous.credentials()
+    if me["self_id"] != me["rank"]:
+        raise LaunchError(f"endpoint id {me['self_id']} differs from rank {me['rank']}",
+                          rank=me["rank"])
+    eng = _open(me["self_id"], keys=me["keys"],
+                **_listen_options(spin_ns=int(os.environ.get("COC_SPIN_NS", "0"))))
+    try:
+        info = rendezvous.rendezvous(eng.address)
+        for peer, address in info["peers"].items():
+            eng.add_peer(peer, address)
+        apply_routes(eng, info["routes"])
+        apply_delays(eng, info["delays"])
+        # Hold a connection to every gateway from the start: a gateway tells the endpoints
+        # connected to it when a rank behind it dies, so a rank waiting on a peer it never
+        # spoke to still gets PeerLost instead of hanging.
+        for gateway in next_hops(info["routes"]):
+            eng.connect(gateway)
+    except BaseException:
+        eng.close()
+        raise
+    me["routes"], me["placement"] = info["routes"], info.get("placement")
+    return Port(eng), me
+
+
+def open_from_site_mpi():
+    """Build the job from a plain ``mpiexec`` start; return ``(port, me)`` like coc-run's.
+
+    Ranks, the secret, engine addresses and direct routes all come from the site's MPI;
+    ``COC_SITE`` per rank says which ranks share a site.
+    """
+    w = realmpi.mpi().COMM_WORLD
+    secret = w.bcast(secrets.token_bytes(32) if w.rank == 0 else None, root=0)
+    eng = _open(w.rank, secret, **_listen_options())
+    addresses = w.allgather(eng.address)
+    where = w.allgather((os.environ.get("COC_SITE", "local"),
+                         os.environ.get("COC_HOST", socket.gethostname())))
+    for peer, address in enumerate(addresses):
+        if peer != w.rank:
+            eng.add_peer(peer, address)
+            eng.set_route(peer, [peer])
+    routes = parse_routes({peer: [(peer, 1)] for peer in range(w.size) if peer != w.rank})
+    return Port(eng), {"rank": w.rank, "size": w.size, "routes": routes, "placement": where}
+
+
+def open_alone(site, host):
+    """Open the engine of a world of one rank (started without coc-run); return (port, me)."""
+    return Port(_open(0, secrets.token_bytes(32))), {"rank": 0, "size": 1, "routes": {},
+                                                     "placement": [(site, host)]}
