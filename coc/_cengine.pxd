@@ -127,6 +127,14 @@ cdef extern from "coc/coc.h" nogil:
         uint64_t forward_bytes_buffered
         uint64_t forward_bytes_buffered_max
         uint64_t duplicate_ids
+        uint64_t waits_at_once
+        uint64_t waits_spun
+        uint64_t waits_polled
+        uint64_t waits_slept
+        uint64_t spin_ns
+        uint64_t spin_budget_ns
+        uint64_t waits_contended
+        uint64_t waits_unspun
 
     int coc_engine_stats(coc_engine *e, coc_stats *st)
     int coc_engine_take_log(coc_engine *e, char *buf, size_t len)

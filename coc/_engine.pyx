@@ -2,8 +2,9 @@
 """Thin binding of coc's native engine (native/include/coc/coc.h).
 
 Everything here is C-shaped: one :class:`Engine` per process, non-blocking sends and
-receives that return a :class:`Request`, waits that release the GIL. The friendly API
-(communicators, collectives, asyncio awaitables) is Python on top of it.
+receives that return an :class:`EngineRequest`, waits that release the GIL. The friendly API
+(communicators, collectives, asyncio awaitables) is Python on top of it; its own ``Request``
+and ``Status`` (:mod:`coc.comm.request`) are other types, hence the ``Engine`` prefix here.
 
 Buffers travel through the buffer protocol without copies: a request holds its buffer
 (``Py_buffer``) until the engine is done with it, even when the caller drops the request
@@ -26,8 +27,8 @@ import warnings
 
 from coc import errors as _errors
 
-__all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "KEY_LEN", "Engine", "Request", "Status",
-           "Message", "strerror", "error", "raise_for", "version", "selftest", "pair_key"]
+__all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "KEY_LEN", "Engine", "EngineRequest",
+           "EngineStatus", "Message", "strerror", "error", "raise_for", "version", "selftest", "pair_key"]
 
 ANY_SOURCE = c.COC_ANY_SOURCE
 ANY_TAG = c.COC_ANY_TAG
@@ -150,7 +151,7 @@ cdef int64_t _slice_ns(int64_t deadline) noexcept nogil:
     return 0 if remaining <= 0 else min(<int64_t>SLICE_NS, remaining)
 
 
-cdef class Status:
+cdef class EngineStatus:
     """Where a completed message came from and how large it was.
 
     ``count`` is the full size of the message in bytes (also when it was truncated).
@@ -164,9 +165,9 @@ cdef class Status:
         self.source, self.tag, self.context, self.count = source, tag, context, count
 
     def __eq__(self, other):
-        if not isinstance(other, Status):
+        if not isinstance(other, EngineStatus):
             return NotImplemented
-        return self._key() == (<Status>other)._key()
+        return self._key() == (<EngineStatus>other)._key()
 
     def __hash__(self):
         return hash(self._key())
@@ -175,19 +176,19 @@ cdef class Status:
         return (self.source, self.tag, self.context, self.count)
 
     def __repr__(self):
-        return (f"Status(source={self.source}, tag={self.tag}, context={self.context}, "
+        return (f"EngineStatus(source={self.source}, tag={self.tag}, context={self.context}, "
                 f"count={self.count})")
 
 
-cdef Status _status(c.coc_status *st):
-    return Status(st.source, st.tag, st.context, st.count)
+cdef EngineStatus _status(c.coc_status *st):
+    return EngineStatus(st.source, st.tag, st.context, st.count)
 
 
 @cython.final
 cdef class Message:
     """The bytes of a message the engine received into memory of its own (exact size).
 
-    Returned by :meth:`Request.message` after :meth:`Engine.irecv_alloc`; a writable
+    Returned by :meth:`EngineRequest.message` after :meth:`Engine.irecv_alloc`; a writable
     buffer (``memoryview(msg)``, ``numpy.frombuffer(msg, ...)``) over the engine's memory,
     no copy. The memory is freed when the last view of it goes.
     """
@@ -217,7 +218,7 @@ cdef class Message:
 
 
 @cython.no_gc_clear
-cdef class Request:
+cdef class EngineRequest:
     """A non-blocking send or receive in flight; holds its buffer until the engine is done.
 
     Obtain one from :meth:`Engine.isend` or :meth:`Engine.irecv`, never directly.
@@ -232,7 +233,7 @@ cdef class Request:
     cdef unsigned int _context
     cdef bint _peer_exited  # failed because its source exited (Engine.peer_exited)
     cdef int _error         # the operation's own error once complete
-    cdef Status _result     # set once complete
+    cdef EngineStatus _result     # set once complete
     cdef Py_ssize_t _size   # bytes of the buffer
     cdef int _waiters       # threads inside coc_wait on this request (GIL released)
     cdef Py_buffer *_views  # a gather-send's buffers (isendv), _nviews of them
@@ -287,7 +288,7 @@ cdef class Request:
         """Forget the C request freed by the engine's close; complete with ``error``."""
         self._r = NULL
         if self._result is None:
-            self._result = Status(self._peer, self._tag, 0, 0)
+            self._result = EngineStatus(self._peer, self._tag, 0, 0)
             self._error = error
         self._release()
 
@@ -332,9 +333,9 @@ cdef class Request:
         tag = "any tag" if self._tag == c.COC_ANY_TAG else f"tag {self._tag}"
         return f"receive from {source} ({tag})"
 
-    cdef Status _outcome(self):
+    cdef EngineStatus _outcome(self):
         """Return the status of a completed request or raise its error."""
-        cdef Status s = self._result
+        cdef EngineStatus s = self._result
         cdef int err = self._error
         if self._peer_exited:
             raise error(
@@ -370,13 +371,13 @@ cdef class Request:
         return self._poll()
 
     def test(self):
-        """Return the :class:`Status` if complete (raising its error), else None."""
+        """Return the :class:`EngineStatus` if complete (raising its error), else None."""
         if self._poll():
             return self._outcome()
         return None
 
     def wait(self, timeout=None):
-        """Block until complete and return its :class:`Status`; raise its error.
+        """Block until complete and return its :class:`EngineStatus`; raise its error.
 
         The GIL is released while waiting; Ctrl-C interrupts the wait (the request stays
         pending). ``timeout`` in seconds raises :class:`coc.errors.CocTimeoutError` when it
@@ -664,9 +665,9 @@ cdef class Engine:
         """Reset :meth:`fileno` after it fired; then test the requests of interest."""
         return check(c.coc_engine_drain_fd(self._handle()), "drain engine fd")
 
-    cdef Request _request(self, object buf, bint is_send, int peer, int tag,
+    cdef EngineRequest _request(self, object buf, bint is_send, int peer, int tag,
                           unsigned int context):
-        cdef Request req = Request.__new__(Request)
+        cdef EngineRequest req = EngineRequest.__new__(EngineRequest)
         flags = PyBUF_ANY_CONTIGUOUS if is_send else (PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
         PyObject_GetBuffer(buf, &req._view, flags)
         req._has_view = True
@@ -675,7 +676,7 @@ cdef class Engine:
         req._context = context
         return req
 
-    cdef Request _posted(self, Request req, int rc):
+    cdef EngineRequest _posted(self, EngineRequest req, int rc):
         """Finish posting ``req`` after its nogil C call returned ``rc``; return it tracked."""
         self._busy -= 1
         if rc < 0:
@@ -684,12 +685,12 @@ cdef class Engine:
         self._track(req)
         return req
 
-    cdef void _track(self, Request req) except *:
+    cdef void _track(self, EngineRequest req) except *:
         """Keep ``req`` alive until complete; now and then forget completed ones."""
         self._pending.add(req)
         if len(self._pending) >= self._sweep_at:
             for r in list(self._pending):
-                (<Request>r)._poll()
+                (<EngineRequest>r)._poll()
             self._sweep_at = max(64, 2 * len(self._pending))
 
     def isend(self, buf, dest, tag=0, context=0):
@@ -697,7 +698,7 @@ cdef class Engine:
 
         ``buf`` must not change until the request completes; it is not copied here.
         """
-        cdef Request req = self._request(buf, True, dest, tag, context)
+        cdef EngineRequest req = self._request(buf, True, dest, tag, context)
         cdef uint32_t d = dest, ctx = context
         cdef int32_t t = tag
         cdef int rc
@@ -705,10 +706,10 @@ cdef class Engine:
         rc = c.coc_isend(self._e, d, ctx, t, req._view.buf, req._view.len, &req._r)
         return self._posted(req, rc)
 
-    cdef Request _adopt(self, c.coc_request *r, Py_buffer *view, bint is_send, int peer,
+    cdef EngineRequest _adopt(self, c.coc_request *r, Py_buffer *view, bint is_send, int peer,
                         int tag, unsigned int context, bint alloc):
-        """Wrap C request ``r`` (and the export ``view``, if any) in a tracked Request."""
-        cdef Request req = Request.__new__(Request)
+        """Wrap C request ``r`` (and the export ``view``, if any) in a tracked EngineRequest."""
+        cdef EngineRequest req = EngineRequest.__new__(EngineRequest)
         req._r = r
         if view != NULL:
             req._view = view[0]
@@ -726,9 +727,9 @@ cdef class Engine:
         return 0
 
     # Blocking point-to-point: post, look once, and only when the operation is not complete
-    # at once make a Request and wait (GIL released). Posting never blocks (the engine
+    # at once make a EngineRequest and wait (GIL released). Posting never blocks (the engine
     # takes its lock for a moment), so it keeps the GIL: a small message that is written,
-    # copied or already here costs no Request, no Status of its own and no GIL switch.
+    # copied or already here costs no EngineRequest, no EngineStatus of its own and no GIL switch.
 
     def send(self, buf, dest, tag=0, context=0):
         """Send ``buf`` to endpoint ``dest``; return once ``buf`` may change (isend + wait)."""
@@ -749,7 +750,7 @@ cdef class Engine:
         self._adopt(r, &view, True, dest, tag, context, False).wait()
 
     def recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
-        """Receive into ``buf`` (irecv + wait); return the :class:`Status`."""
+        """Receive into ``buf`` (irecv + wait); return the :class:`EngineStatus`."""
         cdef Py_buffer view
         cdef c.coc_request *r = NULL
         cdef c.coc_status st
@@ -767,14 +768,14 @@ cdef class Engine:
         return self._adopt(r, &view, False, source, tag, context, False).wait()
 
     def recv_alloc(self, source=ANY_SOURCE, tag=ANY_TAG, context=0, max=None):
-        """Receive a message of any size (irecv_alloc + wait); return ``(Status, Message)``."""
+        """Receive a message of any size (irecv_alloc + wait); return ``(EngineStatus, Message)``."""
         cdef c.coc_request *r = NULL
         cdef c.coc_status st
         cdef size_t cap = <size_t>-1 if max is None else max
         cdef size_t n = 0
         cdef void *p
         cdef Message m
-        cdef Request req
+        cdef EngineRequest req
         cdef int rc
         self._open_check()
         rc = c.coc_irecv_alloc(self._e, source, context, tag, cap, &r)
@@ -798,14 +799,14 @@ cdef class Engine:
         """
         cdef Py_ssize_t n = len(bufs), i
         cdef c.coc_iovec *iov
-        cdef Request req
+        cdef EngineRequest req
         cdef uint32_t d = dest, ctx = context
         cdef int32_t t = tag
         cdef int rc
         if n > c.COC_IOV_MAX:
             raise ValueError(f"isendv to endpoint {dest}: {n} buffers, more than "
                              f"{c.COC_IOV_MAX}")
-        req = Request.__new__(Request)
+        req = EngineRequest.__new__(EngineRequest)
         req._engine, req._is_send, req._peer, req._tag = self, True, dest, tag
         req._context = context
         req._views = <Py_buffer *>malloc(max(n, 1) * sizeof(Py_buffer))
@@ -832,11 +833,11 @@ cdef class Engine:
     def irecv_alloc(self, source=ANY_SOURCE, tag=ANY_TAG, context=0, max=None):
         """Post a receive whose buffer the engine allocates, of the message's exact size.
 
-        After completion :meth:`Request.message` returns the bytes (a :class:`Message`,
+        After completion :meth:`EngineRequest.message` returns the bytes (a :class:`Message`,
         no copy). A message above ``max`` bytes (None: no limit) is truncated to its first
         ``max`` bytes and raises :class:`coc.errors.TruncationError`.
         """
-        cdef Request req = Request.__new__(Request)
+        cdef EngineRequest req = EngineRequest.__new__(EngineRequest)
         cdef int32_t s = source, t = tag
         cdef uint32_t ctx = context
         cdef size_t cap = <size_t>-1 if max is None else max
@@ -850,7 +851,7 @@ cdef class Engine:
 
     def irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
         """Post a receive into ``buf`` (writable, C-contiguous), filled in place."""
-        cdef Request req = self._request(buf, False, source, tag, context)
+        cdef EngineRequest req = self._request(buf, False, source, tag, context)
         cdef int32_t s = source, t = tag
         cdef uint32_t ctx = context
         cdef int rc
@@ -859,13 +860,13 @@ cdef class Engine:
         return self._posted(req, rc)
 
     def iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, context=0):
-        """Return the :class:`Status` of a matching message not yet received, or None."""
+        """Return the :class:`EngineStatus` of a matching message not yet received, or None."""
         cdef c.coc_status st
         rc = check(c.coc_iprobe(self._handle(), source, context, tag, &st), "iprobe")
         return _status(&st) if rc == 1 else None
 
     def probe(self, source=ANY_SOURCE, tag=ANY_TAG, context=0, timeout=None):
-        """Block until a matching message has arrived and return its :class:`Status`.
+        """Block until a matching message has arrived and return its :class:`EngineStatus`.
 
         Raises :class:`coc.errors.CocTimeoutError` after ``timeout`` seconds.
         """
@@ -898,7 +899,7 @@ cdef class Engine:
         """
         ops = []
         for r in list(self._pending):
-            req = <Request>r
+            req = <EngineRequest>r
             if self._e == NULL or req._poll():
                 continue
             ops.append({"op": "send" if req._is_send else "recv", "peer": req._peer,
@@ -945,19 +946,19 @@ cdef class Engine:
         if self._pid != getpid():
             self._e = NULL
             for r in self._pending:
-                (<Request>r)._orphan(c.COC_ECLOSED)
+                (<EngineRequest>r)._orphan(c.COC_ECLOSED)
             self._pending.clear()
             return
         self._closing = True
         while self._busy:  # let waits in other threads finish their slice
             time.sleep(0.005)
         for r in list(self._pending):
-            (<Request>r)._poll()
+            (<EngineRequest>r)._poll()
         self._e = NULL
         with nogil:
             rc = c.coc_engine_close(e)
         for r in self._pending:
-            (<Request>r)._orphan(c.COC_ECLOSED)
+            (<EngineRequest>r)._orphan(c.COC_ECLOSED)
         self._pending.clear()
         check(rc, f"close engine of endpoint {self.self_id}")
 

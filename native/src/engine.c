@@ -49,8 +49,10 @@
 #include "poller.h"
 #include "sock.h"
 
-#define DEFAULT_SPIN_NS 50000
-#define SPIN_MIN_NS 2000      /* the adaptive spin budget never drops below this */
+#define DEFAULT_SPIN_NS 200000 /* the spin cap: longer than a wake-up across cores (45-55 us) */
+#define SPIN_MIN_NS 2000       /* the adaptive spin budget never drops below this, but ... */
+#define YIELD_TAKEN_NS 10000   /* a sched_yield that took this long ran another thread */
+#define LOAD_CHECK_NS 1000000  /* how often waits look whether the machine has a core free */
 #define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
 #define DEFAULT_SHM 1 /* see docs/engine.md "Same-host transport" */
 #define HOUSEKEEPING_MS 100
@@ -270,6 +272,9 @@ static int open_fds(coc_engine *e)
     e->nfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     e->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    e->load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC); /* optional: see cores_free */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    e->ncores = cores > 0 ? (int)cores : 1;
     if (e->wfd < 0 || e->nfd < 0 || e->tfd < 0 || e->reserve_fd < 0)
         return -errno;
     if ((e->ofd = coc__poll_open()) < 0)
@@ -299,7 +304,8 @@ static int open_fds(coc_engine *e)
 
 static void close_fds(coc_engine *e)
 {
-    int *fds[] = {&e->ofd, &e->pfd, &e->wfd, &e->nfd, &e->tfd, &e->reserve_fd, &e->tcp_fd, &e->unix_fd};
+    int *fds[] = {&e->ofd, &e->pfd, &e->wfd, &e->nfd, &e->tfd, &e->reserve_fd, &e->tcp_fd, &e->unix_fd,
+                  &e->load_fd};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (*fds[i] >= 0)
             close(*fds[i]);
@@ -411,6 +417,7 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
     e->forward = (cfg->flags & COC_ENGINE_FORWARD) != 0;
     e->shm_ring = shm_ring(cfg->flags, e->forward);
     e->ofd = e->pfd = e->wfd = e->nfd = e->tfd = e->reserve_fd = e->tcp_fd = e->unix_fd = -1;
+    e->load_fd = -1;
     pthread_mutex_init(&e->plock, NULL);
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->spin_lock, NULL);
@@ -753,33 +760,60 @@ static int goal_met(coc_engine *e, spin_goal *g)
 }
 
 /* Spin for up to `budget` ns (not past deadline), polling the sockets ourselves and
- * yielding the CPU in between; returns what goal_met last said (> 0: met, < 0: error). */
-static int spin(coc_engine *e, uint64_t start, uint64_t budget, uint64_t deadline, spin_goal *g)
+ * yielding the CPU in between; returns what goal_met last said (> 0: met, < 0: error).
+ * A yield that took long ran another thread on this CPU: if the goal is still not met
+ * then, that thread was not the peer bringing it (pinned ping-pong: the peer runs in our
+ * yield and answers), so this core is wanted by other work: stop spinning at once, tell
+ * the caller (*contended), and leave the CPU to that work. */
+static int spin(coc_engine *e, uint64_t start, uint64_t budget, uint64_t deadline, spin_goal *g,
+                int *contended)
 {
     uint64_t until = start + budget;
     int rc = 0;
     if (start >= until || start >= deadline)
         return 0;
     spinning(e, 1);
-    for (uint64_t now = start; now < until && now < deadline && !rc; now = coc__now_ns()) {
-        rc = goal_met(e, g);
-        if (!rc)
-            sched_yield(); /* a peer sharing this CPU gets to run (pinned runs, busy machines) */
+    for (uint64_t now = start; now < until && now < deadline; now = coc__now_ns()) {
+        if ((rc = goal_met(e, g)) != 0)
+            break;
+        uint64_t before = coc__now_ns();
+        sched_yield(); /* a peer sharing this CPU gets to run (pinned runs, busy machines) */
+        if (coc__now_ns() - before > YIELD_TAKEN_NS && (rc = goal_met(e, g)) == 0) {
+            *contended = 1;
+            break;
+        }
+        if (rc)
+            break;
     }
     spinning(e, 0);
+    atomic_fetch_add_explicit(&e->spun_ns, coc__now_ns() - start, memory_order_relaxed);
     return rc;
 }
 
-/* The spin budget learns from a wait that took `waited` ns (UINT64_MAX: did not end):
- * it moves a quarter of the way to twice that when it is within spin_ns, else to 0,
- * bounded by [SPIN_MIN_NS, spin_ns]. Several threads may update it; a lost update only
- * delays the learning. */
-static void learn(coc_engine *e, uint64_t waited)
+/* How a wait ended, counted for coc_engine_stats (which waits paid a wake-up). */
+enum { WAIT_AT_ONCE, WAIT_SPUN, WAIT_POLLED, WAIT_SLEPT };
+
+static void count_wait(coc_engine *e, int how)
+{
+    atomic_fetch_add_explicit(&e->waits[how], 1, memory_order_relaxed);
+}
+
+/* The spin budget learns from a wait that took `waited` ns (UINT64_MAX: did not end),
+ * `spun` whether it ended while spinning. Several threads may update it; a lost update
+ * only delays the learning. See docs/engine.md, "Waiting":
+ * - it moves a quarter of the way to twice the wait when the wait ended while spinning;
+ * - to the cap (spin_ns) when the wait blocked but ended within the cap: the message
+ *   came in time to be caught by spinning, had this waiter and the peer both still spun
+ *   (a wait that blocked holds a wake-up, 45-55 us across this machine's cores, and
+ *   learning from it alone locks two ranks into blocking for every message);
+ * - towards 0 when it took longer than the cap (gateways, a peer that computes);
+ * bounded by [SPIN_MIN_NS, spin_ns]. */
+static void learn(coc_engine *e, uint64_t waited, int spun)
 {
     int64_t cap = e->cfg.spin_ns;
     if (cap <= 0)
         return;
-    int64_t target = waited <= (uint64_t)cap ? 2 * (int64_t)waited : 0;
+    int64_t target = waited > (uint64_t)cap ? 0 : spun ? 2 * (int64_t)waited : cap;
     int64_t b = atomic_load_explicit(&e->spin_budget, memory_order_relaxed);
     b = (3 * b + target) / 4;
     if (b < SPIN_MIN_NS)
@@ -787,6 +821,43 @@ static void learn(coc_engine *e, uint64_t waited)
     if (b > cap)
         b = cap;
     atomic_store_explicit(&e->spin_budget, b, memory_order_relaxed);
+}
+
+/* Whether every runnable thread of the machine has a core of its own, looked up at most
+ * every LOAD_CHECK_NS (the running count of /proc/loadavg, this thread included, against
+ * the cores online). Where it is not there, say so: waits keep spinning. */
+static int cores_free(coc_engine *e, uint64_t now)
+{
+    if (now - atomic_load_explicit(&e->load_at, memory_order_relaxed) < LOAD_CHECK_NS)
+        return !atomic_load_explicit(&e->cores_taken, memory_order_relaxed);
+    atomic_store_explicit(&e->load_at, now, memory_order_relaxed);
+    char buf[128];
+    ssize_t n = e->load_fd >= 0 ? pread(e->load_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0)
+        return 1;
+    buf[n] = '\0';
+    char *slash = strchr(buf, '/');
+    if (!slash)
+        return 1;
+    char *p = slash;
+    while (p > buf && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    long running = strtol(p, NULL, 10);
+    int taken = running > e->ncores;
+    atomic_store_explicit(&e->cores_taken, taken, memory_order_relaxed);
+    return !taken;
+}
+
+/* The spin budget of a wait starting at `now`: none while more threads want to run than
+ * the machine has cores (spinning then takes a core from one of them, and a rank that
+ * spun loses its place to them when it blocks after all), else the learnt one. */
+static uint64_t spin_budget(coc_engine *e, uint64_t now)
+{
+    if (e->cfg.spin_ns <= 0 || !cores_free(e, now)) {
+        atomic_fetch_add_explicit(&e->waits_unspun, 1, memory_order_relaxed);
+        return 0;
+    }
+    return (uint64_t)atomic_load_explicit(&e->spin_budget, memory_order_relaxed);
 }
 
 /* Wait for g->r blocked in the sockets' poller ourselves, if no other thread progresses
@@ -832,29 +903,44 @@ int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
     if (!r)
         return COC_EINVAL;
     coc_engine *e = r->e;
-    if (done(r, st))
+    if (timeout_ns == 0) {
+        /* a look, not a wait (the binding's post-and-look-once): it neither spins nor
+         * teaches the spin budget, which would learn "did not end" from every look */
+        if (!done(r, st))
+            poke(e);
+        return done(r, st) ? 0 : COC_ETIMEDOUT;
+    }
+    if (done(r, st)) {
+        count_wait(e, WAIT_AT_ONCE);
         return 0;
+    }
     uint64_t start = coc__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     spin_goal g = {.r = r, .st = st};
-    uint64_t budget = (uint64_t)atomic_load_explicit(&e->spin_budget, memory_order_relaxed);
-    if (spin(e, start, budget, deadline, &g)) {
-        learn(e, coc__now_ns() - start);
+    int busy = 0;
+    if (spin(e, start, spin_budget(e, start), deadline, &g, &busy)) {
+        count_wait(e, WAIT_SPUN);
+        learn(e, coc__now_ns() - start, 1);
         return 0;
     }
+    if (busy)
+        atomic_fetch_add_explicit(&e->waits_contended, 1, memory_order_relaxed);
     int rc = block_in_poller(e, &g, deadline);
     if (rc != 0) {
-        learn(e, rc > 0 ? coc__now_ns() - start : UINT64_MAX);
+        if (rc > 0)
+            count_wait(e, WAIT_POLLED);
+        learn(e, rc > 0 ? coc__now_ns() - start : UINT64_MAX, 0);
         return rc > 0 ? 0 : rc;
     }
     for (;;) {
         if (done(r, st)) {
-            learn(e, coc__now_ns() - start);
+            count_wait(e, WAIT_SLEPT);
+            learn(e, coc__now_ns() - start, 0);
             return 0;
         }
         uint64_t now = coc__now_ns();
         if (now >= deadline) {
-            learn(e, UINT64_MAX);
+            learn(e, UINT64_MAX, 0);
             return COC_ETIMEDOUT;
         }
         uint64_t left = deadline - now;
@@ -933,7 +1019,8 @@ int coc_probe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, int6
     uint64_t start = coc__now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     spin_goal g = {.source = source, .context = context, .tag = tag, .st = st};
-    int found = spin(e, start, (uint64_t)(e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0), deadline, &g);
+    int busy = 0;
+    int found = spin(e, start, spin_budget(e, start), deadline, &g, &busy);
     if (found)
         return found;
     pthread_mutex_lock(&e->lock);
@@ -963,6 +1050,14 @@ int coc_engine_stats(coc_engine *e, coc_stats *st)
     pthread_mutex_lock(&e->lock);
     *st = e->stats;
     pthread_mutex_unlock(&e->lock);
+    st->waits_at_once = atomic_load(&e->waits[WAIT_AT_ONCE]);
+    st->waits_spun = atomic_load(&e->waits[WAIT_SPUN]);
+    st->waits_polled = atomic_load(&e->waits[WAIT_POLLED]);
+    st->waits_slept = atomic_load(&e->waits[WAIT_SLEPT]);
+    st->spin_ns = atomic_load(&e->spun_ns);
+    st->spin_budget_ns = (uint64_t)atomic_load(&e->spin_budget);
+    st->waits_contended = atomic_load(&e->waits_contended);
+    st->waits_unspun = atomic_load(&e->waits_unspun);
     return 0;
 }
 

@@ -233,6 +233,13 @@ struct coc_engine {
     pthread_mutex_t spin_lock;         /* guards spinners and arming pfd in ofd */
     int spinners;                      /* threads polling pfd themselves right now */
     _Atomic int64_t spin_budget;       /* adaptive spin of coc_wait, ns (engine.c) */
+    _Atomic uint64_t waits[4];         /* how waits ended: at once, spun, polled, slept */
+    _Atomic uint64_t spun_ns;          /* time waiters spent spinning */
+    _Atomic uint64_t waits_contended;  /* spins cut short: another thread wanted the CPU */
+    _Atomic uint64_t waits_unspun;     /* waits that did not spin: no core free */
+    int load_fd, ncores;               /* /proc/loadavg and the cores online (cores_free) */
+    _Atomic uint64_t load_at;          /* when cores_taken was last looked up */
+    _Atomic int cores_taken;           /* more threads wanted to run than there are cores */
     _Atomic int notified;
     int tcp_fd, unix_fd, reserve_fd;
     uint16_t tcp_port;

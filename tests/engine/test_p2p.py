@@ -171,7 +171,7 @@ def test_probe_reports_size_before_receive(open_engine, spawn):
     st = me.probe(2, tag=4, timeout=TIMEOUT)
     assert (st.source, st.tag, st.count) == (2, 4, sizes[4])
     assert me.stats()["unexpected_bytes"] < sizes[4], "rendezvous payload sent unasked"
-    assert me.iprobe(2, 3) == engine.Status(2, 3, 0, sizes[3])
+    assert me.iprobe(2, 3) == engine.EngineStatus(2, 3, 0, sizes[3])
     for tag, n in sizes.items():
         buf = bytearray(me.iprobe(2, tag).count)
         assert me.irecv(buf, 2, tag).wait(TIMEOUT).count == n

@@ -121,8 +121,9 @@ typedef struct coc_engine_config {
     uint32_t flags;              /* COC_ENGINE_* */
     /* -- added after 0.1.0 (append only) -- */
     uint32_t handshake_timeout_ms; /* a connection not authenticated by then is dropped; 0: 10 s */
-    int32_t spin_ns;             /* coc_wait/coc_probe poll this long before sleeping;
-                                    0: default (50 us), negative: never spin */
+    int32_t spin_ns;             /* coc_wait/coc_probe poll at most this long before
+                                    sleeping (docs/engine.md, "Waiting"); 0: default
+                                    (200 us), negative: never spin */
     /* -- added after 0.1.0: endpoint identity (append only) -- */
     const coc_peer_key *keys;    /* instead of a secret (secret NULL, secret_len 0): the
                                     peers this endpoint may talk to directly and the key it
@@ -345,6 +346,15 @@ typedef struct coc_stats {
     uint64_t forward_bytes_buffered_max;  /* high-water mark since open */
     /* -- added after 0.1.0 (append only) -- */
     uint64_t duplicate_ids;         /* connections refused: their endpoint id was connected */
+    /* -- added in session 4 (append only): how waits (coc_wait) ended, docs/engine.md -- */
+    uint64_t waits_at_once;         /* the request was complete when the wait began */
+    uint64_t waits_spun;            /* completed while the waiter spun */
+    uint64_t waits_polled;          /* completed while the waiter blocked in the poller */
+    uint64_t waits_slept;           /* completed while the waiter slept on its futex */
+    uint64_t spin_ns;               /* time waiters spent spinning, all waits together */
+    uint64_t spin_budget_ns;        /* the adaptive spin budget now */
+    uint64_t waits_contended;       /* spins cut short: a yield ran other work on this CPU */
+    uint64_t waits_unspun;          /* waits that did not spin: no core was free */
 } coc_stats;
 
 int coc_engine_stats(coc_engine *e, coc_stats *st);

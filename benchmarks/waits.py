@@ -1,0 +1,144 @@
+"""Where a small-message round trip's time goes: how waits end, CPU and system calls per trip.
+
+An 8-byte ``Send``/``Recv`` ping-pong between two ranks on one host (``coc-run --site a=2``,
+shared memory), unpinned and pinned (``taskset -c 0``), reporting observables that machine
+load barely moves, per round trip and per rank:
+
+- how the engine's waits ended (``Engine.stats()``: complete at once, while spinning,
+  blocked in the poller, asleep on the futex) and the time spent spinning;
+- CPU time of the whole process (rank thread and progress thread: ``time.process_time``);
+- with ``--strace``, the system calls of both ranks (``strace -c -f``): futex, epoll_wait,
+  sched_yield, read and write per round trip;
+- beside them the median half round trip (which load does move).
+
+Run from a source checkout: ``python benchmarks/waits.py [--iterations 20000] [--repeat 3]
+[--pin no|yes|both] [--strace] [--env COC_SPIN_NS=...]``. Run by the launcher, the same file
+is one rank (``--rank``).
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PIN = ("taskset", "-c", "0")
+TIMEOUT = 300
+WAIT_KEYS = ("waits_at_once", "waits_spun", "waits_polled", "waits_slept", "waits_contended",
+             "waits_unspun")
+
+
+def rank_main(iterations):
+    """One rank: ping-pong, then rank 0 prints both ranks' figures as one JSON line."""
+    import numpy as np
+
+    import coc
+    comm = coc.init()
+    rank, peer = comm.rank, 1 - comm.rank
+    buf = np.zeros(8, np.uint8)
+    engine = comm._world.port.engine
+
+    def trip():
+        if rank == 0:
+            comm.Send(buf, peer, 1)
+            comm.Recv(buf, peer, 1)
+        else:
+            comm.Recv(buf, peer, 1)
+            comm.Send(buf, peer, 1)
+
+    for _ in range(iterations // 10 + 10):
+        trip()
+    comm.Barrier()
+    before, cpu0 = engine.stats(), time.process_time()
+    times = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        trip()
+        times.append(time.perf_counter() - t0)
+    cpu, after = time.process_time() - cpu0, engine.stats()
+    mine = {key: (after.get(key, 0) - before.get(key, 0)) / iterations
+            for key in (*WAIT_KEYS, "spin_ns")}
+    mine["cpu_us"] = cpu / iterations * 1e6
+    mine["budget_ns"] = after["spin_budget_ns"]
+    mine["half_rtt_us"] = statistics.median(times) / 2 * 1e6
+    both = comm.gather(mine, 0)
+    if rank == 0:
+        print("RESULT " + json.dumps(both), flush=True)
+
+
+def _syscalls(path):
+    """Return {syscall: calls} from an ``strace -c`` summary file."""
+    calls = {}
+    for line in open(path):
+        m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
+        if m:
+            calls[m.group(2)] = int(m.group(1))
+    return calls
+
+
+def run_job(pin, iterations, strace, env):
+    """Run one two-rank job; return (per-rank figures, {syscall: calls per round trip})."""
+    me = [sys.executable, os.path.abspath(__file__), "--rank", "--iterations", str(iterations)]
+    cmd = [sys.executable, "-m", "coc.launcher.cli", "--site", "a=2", "--timeout",
+           str(TIMEOUT), *me]
+    summary = None
+    if strace:
+        summary = tempfile.NamedTemporaryFile(suffix=".strace", delete=False).name
+        cmd = ["strace", "-f", "-c", "-o", summary, *cmd]
+    cmd = [*PIN, *cmd] if pin else cmd
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 60,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **env})
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            calls = {}
+            if summary:
+                calls = {k: v / iterations for k, v in _syscalls(summary).items()
+                         if k in ("futex", "epoll_wait", "epoll_pwait", "sched_yield", "read",
+                                  "write", "sendmsg", "recvmsg", "writev", "readv")}
+                os.unlink(summary)
+            return json.loads(line[7:]), calls
+    raise SystemExit(f"job failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n"
+                     f"{proc.stderr[-2000:]}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--iterations", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--pin", choices=("no", "yes", "both"), default="both")
+    parser.add_argument("--strace", action="store_true",
+                        help="also count system calls (slows every call down)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="environment for the ranks (e.g. COC_SPIN_NS=-1)")
+    args = parser.parse_args(argv)
+    if args.rank:
+        rank_main(args.iterations)
+        return
+    env = dict(item.split("=", 1) for item in args.env)
+    pins = {"no": [False], "yes": [True], "both": [False, True]}[args.pin]
+    print(f"# {time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.1f}; {args.iterations} "
+          f"round trips of 8 B; env {env or '-'}; figures per round trip, rank 0 | rank 1")
+    print("pinned  half-RTT µs  at once    spun       polled     slept      contended  unspun     "
+          "spin µs   CPU µs       budget µs   syscalls (both ranks)")
+    for _ in range(args.repeat):
+        for pin in pins:
+            ranks, calls = run_job(pin, args.iterations, args.strace, env)
+
+            def pair(key, scale=1.0, fmt="{:.2f}"):
+                return "|".join(fmt.format(r[key] * scale) for r in ranks)
+            print(f"{'yes' if pin else 'no':7} {ranks[0]['half_rtt_us']:8.1f}     "
+                  f"{pair('waits_at_once'):10} {pair('waits_spun'):10} "
+                  f"{pair('waits_polled'):10} {pair('waits_slept'):10} "
+                  f"{pair('waits_contended'):10} {pair('waits_unspun'):10} "
+                  f"{pair('spin_ns', 1e-3, '{:.1f}'):9} {pair('cpu_us', 1, '{:.1f}'):12} "
+                  f"{pair('budget_ns', 1e-3, '{:.0f}'):11} "
+                  + " ".join(f"{k} {v:.2f}" for k, v in sorted(calls.items())), flush=True)
+
+
+if __name__ == "__main__":
+    main()
