@@ -3,21 +3,25 @@
  * free), probe, addresses, peers and routes, stats and the log ring.
  *
  * Progress. A dedicated thread waits in the poller and handles what comes, so traffic
- * moves while the caller computes. A thread blocked in coc_wait/coc_test/coc_probe first
- * spins for spin_ns, and while it spins it takes the progress token (plock) when free and
+ * moves while the caller computes. A thread blocked in coc_wait/coc_probe first spins
+ * (below), and while it spins it takes the progress token (plock) when free and
  * polls the sockets itself: the message it waits for is then read by the thread that
  * wants it, with no cross-core wake-up (20-55 us on this machine, see MEASURING.md).
- * After spin_ns it sleeps on a futex and leaves the work to the progress thread, so two
- * busy processes sharing two cores never starve each other for long.
+ * After the spin it blocks, so two busy processes sharing two cores never starve each
+ * other for long.
  *
- * Waiting that fits the machine (issue 17). The spin is adaptive: each engine keeps a spin
- * budget that follows twice the recent wait times when they are shorter than spin_ns (the
- * cap), and decays towards SPIN_MIN_NS when waits run longer (a round trip through
- * gateways, a peer that computes): spinning then costs no CPU that another process of
- * the job needs. After the spin, a waiter that finds no other thread progressing blocks
- * in the sockets' poller itself, as a byte relay blocks in epoll_wait: when the message
- * comes, the thread that wants it is the one woken, one wake-up instead of two (the
- * progress thread's, then the futex's). Otherwise it sleeps on the futex as before.
+ * Waiting that fits the machine (issue 17; docs/engine.md, "Waiting"). A wait spins only
+ * while every runnable thread of the machine has a core (cores_free: /proc/loadavg's
+ * running count against the cores online, looked up once a millisecond): a spin on a
+ * taken core delays the thread that has the work. It spins for the engine's adaptive
+ * budget, which follows twice the recent waits that ended while spinning, the cap
+ * (spin_ns) after waits that blocked but ended within it (they hold a wake-up: learning
+ * 0 from them locked two ranks into blocking), and decays when waits run longer than the
+ * cap; a yield that ran other work ends the spin. After the spin, a waiter that finds no
+ * other thread progressing blocks in the sockets' poller itself, as a byte relay blocks
+ * in epoll_wait: when the message comes, the thread that wants it is the one woken, one
+ * wake-up instead of two (the progress thread's, then the futex's). Otherwise it sleeps
+ * on the futex as before.
  *
  * The progress thread sleeps on an outer poller (ofd) that holds the sockets' poller
  * (pfd) and the wake eventfd. While some thread spins, pfd is disarmed in ofd, so the
@@ -825,7 +829,7 @@ static void learn(coc_engine *e, uint64_t waited, int spun)
 
 /* Whether every runnable thread of the machine has a core of its own, looked up at most
  * every LOAD_CHECK_NS (the running count of /proc/loadavg, this thread included, against
- * the cores online). Where it is not there, say so: waits keep spinning. */
+ * the cores online). Without /proc/loadavg, waits spin as if a core were free. */
 static int cores_free(coc_engine *e, uint64_t now)
 {
     if (now - atomic_load_explicit(&e->load_at, memory_order_relaxed) < LOAD_CHECK_NS)
