@@ -54,13 +54,13 @@ def post(comm, buf, dest, tag, ctx):
     """
     if not 0 <= dest < comm.size:
         raise ValueError(f"{comm.name}: destination rank {dest} out of range 0..{comm.size - 1}")
-    target = comm._ranks[dest]
-    req = comm._lanes.isend(buf, target, tag, ctx)
+    target, lanes = comm._ranks[dest], comm._lanes
+    req = lanes.isend(buf, target, tag, ctx)
     if type(buf) is list:
         nbytes = sum(memoryview(b).nbytes for b in buf)
     else:
         nbytes = buf.nbytes if isinstance(buf, np.ndarray) else memoryview(buf).nbytes
-    comm._world.count(target, nbytes, comm._lanes.via_mpi(target))
+    comm._world.count(target, nbytes, not lanes.direct and lanes.via_mpi(target))
     return req
 
 
