@@ -745,6 +745,31 @@ void coc__conn_flush(coc__conn *c)
     set_out(c, 0);
 }
 
+/* A gateway's forwarded frame queued while the progress holder handles a batch of input
+ * (e->corking) waits for the end of the batch, when coc__conn_uncork writes each queue
+ * once: the frames of one read leave in one sendmsg, not one each (issue 17). Returns
+ * 1 when the frame waits. */
+static int cork(coc__conn *c, const coc__item *it)
+{
+    coc_engine *e = c->e;
+    if (!e->corking || it->kind != COC__IT_FWD)
+        return 0;
+    for (int i = 0; i < e->ncorked; i++)
+        if (e->corked[i] == c)
+            return 1;
+    if (e->ncorked == COC__CORK_MAX)
+        return 0;
+    e->corked[e->ncorked++] = c;
+    return 1;
+}
+
+void coc__conn_uncork(coc_engine *e)
+{
+    for (int i = 0; i < e->ncorked; i++)
+        coc__conn_flush(e->corked[i]); /* a dead one is not freed before housekeeping */
+    e->ncorked = 0;
+}
+
 void coc__conn_push(coc__conn *c, coc__item *it)
 {
     if (c->delay_ns)
@@ -755,7 +780,7 @@ void coc__conn_push(coc__conn *c, coc__item *it)
     else
         c->head = it;
     c->tail = it;
-    if (c->head == it) /* otherwise the queue is already waiting for the socket or for input */
+    if (c->head == it && !cork(c, it)) /* else the queue waits for the socket or input */
         coc__conn_flush(c);
 }
 

@@ -171,14 +171,28 @@ static void dispatch(coc_engine *e, const coc__event *ev, int n)
     }
 }
 
+/* plock: handle `n` events and the rings. The frames a gateway forwards meanwhile are
+ * corked and leave together at the end, one write per outgoing connection. */
+static void handle(coc_engine *e, const coc__event *ev, int n)
+{
+    e->corking = e->forward;
+    if (n > 0)
+        dispatch(e, ev, n);
+    coc__conn_poll_rings(e);
+    e->corking = 0;
+    if (e->ncorked) {
+        pthread_mutex_lock(&e->lock);
+        coc__conn_uncork(e);
+        pthread_mutex_unlock(&e->lock);
+    }
+    housekeeping(e);
+}
+
 int coc__progress(coc_engine *e, int timeout_ms)
 {
     coc__event ev[64];
     int n = coc__poll_wait(e->pfd, ev, 64, timeout_ms);
-    if (n > 0)
-        dispatch(e, ev, n);
-    coc__conn_poll_rings(e);
-    housekeeping(e);
+    handle(e, ev, n);
     return n;
 }
 
@@ -207,10 +221,7 @@ static void *progress_main(void *arg)
             pthread_mutex_unlock(&e->plock);
             int n = coc__poll_wait(e->pfd, ev, 64, again ? 0 : e->nhandshaking ? HOUSEKEEPING_MS : -1);
             pthread_mutex_lock(&e->plock);
-            if (n > 0)
-                dispatch(e, ev, n);
-            coc__conn_poll_rings(e);
-            housekeeping(e);
+            handle(e, ev, n);
             pthread_mutex_unlock(&e->plock);
             continue;
         }

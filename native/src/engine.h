@@ -27,6 +27,7 @@
 #include "wire.h"
 
 #define COC__MAX_CONNS 4096           /* connection slots per engine */
+#define COC__CORK_MAX 16              /* connections whose forwarded frames wait per batch */
 #define COC__RBUF 65536               /* per-connection read buffer */
 #define COC__DIRECT_READ 8192         /* payload left above which we read straight into place */
 /* Eager limit, from measurement (pinned ping-pong, half round trip, unix/TCP): eager vs
@@ -238,6 +239,9 @@ struct coc_engine {
     _Atomic uint64_t waits_contended;  /* spins cut short: another thread wanted the CPU */
     _Atomic uint64_t waits_unspun;     /* waits that did not spin: no core free */
     int load_fd, ncores;               /* /proc/loadavg and the cores online (cores_free) */
+    int corking;                       /* plock: forwarded frames wait for coc__conn_uncork */
+    int ncorked;                       /* lock: connections in corked */
+    coc__conn *corked[COC__CORK_MAX];  /* lock: queues holding corked forwarded frames */
     _Atomic uint64_t load_at;          /* when cores_taken was last looked up */
     _Atomic int cores_taken;           /* more threads wanted to run than there are cores */
     _Atomic int notified;
@@ -286,6 +290,7 @@ coc__conn *coc__conn_to(coc_engine *e, uint32_t hop, int *rc);      /* connect i
 int coc__conn_accept(coc_engine *e, int lfd, int unix_);             /* plock + lock */
 void coc__conn_event(coc_engine *e, coc__conn *c, unsigned events); /* plock */
 void coc__conn_push(coc__conn *c, coc__item *it);                  /* lock: queue and flush */
+void coc__conn_uncork(coc_engine *e);                                /* lock: flush corked */
 void coc__conn_flush(coc__conn *c);                                 /* lock */
 void coc__conn_fail(coc__conn *c, int err, const char *why);        /* lock: mark dead */
 /* lock: write or queue a frame. The payload is copied while the connection's copy budget
