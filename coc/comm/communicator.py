@@ -6,6 +6,10 @@ Each communicator owns its own engine contexts (see :mod:`coc.comm.transport`), 
 collectively when it is made, so traffic of two communicators never mixes.
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, NoReturn, Optional, Union
+
 import numpy as np
 
 from coc.comm import transport
@@ -22,6 +26,14 @@ ANY_TAG = -1
 PROC_NULL = -2
 UNDEFINED = -32766
 MAX_TAG = transport.MAX_TAG
+
+#: A buffer argument: a NumPy array, ``bytes``, ``bytearray``, ``memoryview`` or mpi4py's
+#: ``[buf, count, dtype]`` (``[buf, counts, displs]`` for the vector collectives).
+BufferArg = Any
+#: A reduction: an :class:`Op`, or a function of two values (a non-commutative user op).
+ReduceOp = Union[Op, Callable[[Any, Any], Any]]
+#: A status to fill (mpi4py's ``status=``), or None.
+StatusArg = Optional[Status]
 
 
 class _Hierarchy:
@@ -79,37 +91,37 @@ class Communicator:
         self._send, self._recv, self._recv_alloc = lanes.send, lanes.recv, lanes.recv_alloc
 
     # -- identity and topology ------------------------------------------------------------
-    def Get_rank(self):
+    def Get_rank(self) -> int:
         """Return this process's rank in the communicator."""
         return self.rank
 
-    def Get_size(self):
+    def Get_size(self) -> int:
         """Return the number of ranks."""
         return self.size
 
-    def Get_name(self):
+    def Get_name(self) -> str:
         """Return the communicator's name."""
         return self.name
 
     @property
-    def site(self):
+    def site(self) -> str:
         """The site this rank runs on."""
         return self._world.site
 
     @property
-    def host(self):
+    def host(self) -> str:
         """The topology host this rank runs on."""
         return self._world.host
 
-    def site_of(self, rank):
+    def site_of(self, rank: int) -> str:
         """Return the site rank ``rank`` runs on."""
         return self._world.sites[self._ranks[rank]]
 
-    def host_of(self, rank):
+    def host_of(self, rank: int) -> str:
         """Return the host rank ``rank`` runs on."""
         return self._world.hosts[self._ranks[rank]]
 
-    def color(self, level, rank=None):
+    def color(self, level: str, rank: int | None = None) -> int:
         """Return the color of ``rank`` (default: this rank) at ``level`` (MPICH-G2's colors).
 
         Levels are ``"wan"``, ``"site"``, ``"network"`` and ``"host"``; ranks with the same
@@ -118,7 +130,7 @@ class Communicator:
         world_rank = self._ranks[self.rank if rank is None else rank]
         return self._world.color(level, world_rank)
 
-    def colors(self, rank=None):
+    def colors(self, rank: int | None = None) -> dict[str, int]:
         """Return ``{level: color}`` of ``rank`` (default: this rank) at every level."""
         return {level: self.color(level, rank) for level in ("wan", "site", "network", "host")}
 
@@ -164,7 +176,7 @@ class Communicator:
             self._hier = _Hierarchy(self)
         return self._hier
 
-    def stats(self):
+    def stats(self) -> dict[str, int]:
         """Return this process's message counters (see ``coc.comm.counters``)."""
         return dict(self._world.counters)
 
@@ -172,13 +184,13 @@ class Communicator:
         return f"<coc.Communicator {self.name} rank {self.rank} of {self.size}>"
 
     # -- point to point: objects ----------------------------------------------------------
-    def isend(self, obj, dest, tag=0):
+    def isend(self, obj: Any, dest: int, tag: int = 0) -> Request:
         """Start sending ``obj`` to ``dest``; return a :class:`Request`."""
         if dest == PROC_NULL:
             return Request(_null(), self)
         return Request(transport.sent([self._post_obj(obj, dest, tag)]), self)
 
-    def send(self, obj, dest, tag=0):
+    def send(self, obj: Any, dest: int, tag: int = 0) -> None:
         """Send ``obj`` to rank ``dest`` (returns when ``obj`` may be changed)."""
         if dest == PROC_NULL:
             return
@@ -202,14 +214,16 @@ class Communicator:
         obj, st = yield from transport.recv_obj(self, source, tag, transport.OBJ)
         return obj, Status(self._rank_of(st.source), st.tag, st.count)
 
-    def irecv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
+    def irecv(self, buf: BufferArg = None, source: int = ANY_SOURCE,
+              tag: int = ANY_TAG) -> Request:
         """Start receiving an object; ``wait()`` returns it."""
         if source == PROC_NULL:
             return Request(_null(), self)
         self._endpoint(source)
         return Request(self._recv_obj(source, tag), self)
 
-    def recv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+    def recv(self, buf: BufferArg = None, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+             status: StatusArg = None) -> Any:
         """Receive and return an object from ``source`` with ``tag``."""
         if source == PROC_NULL:
             return self.irecv(buf, source, tag).wait(status)
@@ -228,8 +242,9 @@ class Communicator:
             status._fill(st)
         return obj
 
-    def sendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
-                 recvtag=ANY_TAG, status=None):
+    def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: BufferArg = None,
+                 source: int = ANY_SOURCE, recvtag: int = ANY_TAG,
+                 status: StatusArg = None) -> Any:
         """Send ``sendobj`` to ``dest`` and receive an object from ``source`` at once."""
         req = self.irecv(recvbuf, source, recvtag)
         sent = self.isend(sendobj, dest, sendtag)
@@ -245,19 +260,21 @@ class Communicator:
             status._fill(Status(self._rank_of(st.source), st.tag, st.count))
         return True
 
-    def probe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+    def probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+              status: StatusArg = None) -> bool:
         """Block until an object from ``source`` with ``tag`` can be received; return True.
 
         ``status.count`` is the size of the object's message (its pickle and buffers).
         """
         return self._probe(source, tag, transport.OBJ, status, True)
 
-    def iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+    def iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+               status: StatusArg = None) -> bool:
         """Return True when an object from ``source`` with ``tag`` can be received now."""
         return self._probe(source, tag, transport.OBJ, status, False)
 
     # -- point to point: buffers ----------------------------------------------------------
-    def Isend(self, buf, dest, tag=0):
+    def Isend(self, buf: BufferArg, dest: int, tag: int = 0) -> Request:
         """Start sending the buffer ``buf`` to ``dest``; return a :class:`Request`."""
         _check_tag(tag)
         if dest == PROC_NULL:
@@ -265,7 +282,7 @@ class Communicator:
         part = transport.post(self, contiguous(as_array(buf)), dest, tag, transport.BUF)
         return Single(part, self, False)
 
-    def Send(self, buf, dest, tag=0):
+    def Send(self, buf: BufferArg, dest: int, tag: int = 0) -> None:
         """Send the buffer ``buf`` to rank ``dest``."""
         if (self._direct and type(buf) is np.ndarray and 0 <= dest < self.size
                 and 0 <= tag <= MAX_TAG and buf.flags.c_contiguous):   # the fast path
@@ -281,13 +298,14 @@ class Communicator:
             return
         _wait(self, transport.post(self, contiguous(as_array(buf)), dest, tag, transport.BUF))
 
-    def Irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
+    def Irecv(self, buf: BufferArg, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """Start receiving into the buffer ``buf``; return a :class:`Request`."""
         if source == PROC_NULL:
             return Request(_null(), self)
         return Single(self._irecv(as_array(buf), source, tag, transport.BUF), self, True)
 
-    def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+    def Recv(self, buf: BufferArg, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+             status: StatusArg = None) -> None:
         """Receive into the buffer ``buf``; a larger message raises TruncationError."""
         if (self._direct and type(buf) is np.ndarray and ANY_SOURCE <= source < self.size
                 and buf.flags.c_contiguous):               # the fast path
@@ -306,8 +324,9 @@ class Communicator:
         if status is not None:
             status._fill(Status(self._rank_of(st.source), st.tag, st.count))
 
-    def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
-                 recvtag=ANY_TAG, status=None):
+    def Sendrecv(self, sendbuf: BufferArg, dest: int, sendtag: int = 0,
+                 recvbuf: BufferArg = None, source: int = ANY_SOURCE, recvtag: int = ANY_TAG,
+                 status: StatusArg = None) -> None:
         """Send ``sendbuf`` to ``dest`` and receive into ``recvbuf`` from ``source`` at once."""
         if source == PROC_NULL:
             self.Send(sendbuf, dest, sendtag)
@@ -319,11 +338,13 @@ class Communicator:
         if status is not None:
             status._fill(Status(self._rank_of(st.source), st.tag, st.count))
 
-    def Probe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+    def Probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+              status: StatusArg = None) -> bool:
         """Block until a buffer message from ``source`` with ``tag`` has arrived; return True."""
         return self._probe(source, tag, transport.BUF, status, True)
 
-    def Iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+    def Iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+               status: StatusArg = None) -> bool:
         """Return True when a buffer message from ``source`` with ``tag`` has arrived."""
         return self._probe(source, tag, transport.BUF, status, False)
 
@@ -337,56 +358,58 @@ class Communicator:
             return run(getattr(hierarchical, name)(self, *args), self)
         return run(getattr(flat, name)(self, *args), self)
 
-    def barrier(self, algorithm=None):
+    def barrier(self, algorithm: str | None = None) -> None:
         """Return once every rank has entered."""
         self._collective("barrier", algorithm)
 
     Barrier = barrier
 
-    def bcast(self, obj=None, root=0, algorithm=None):
+    def bcast(self, obj: Any = None, root: int = 0, algorithm: str | None = None) -> Any:
         """Return ``root``'s ``obj`` on every rank."""
         self._endpoint(root)
         return self._collective("bcast", algorithm, obj, root)
 
-    def scatter(self, sendobj=None, root=0):
+    def scatter(self, sendobj: Any = None, root: int = 0) -> Any:
         """Return item ``rank`` of ``root``'s list ``sendobj``."""
         self._endpoint(root)
         return self._collective("scatter", None, sendobj, root)
 
-    def gather(self, sendobj, root=0, algorithm=None):
+    def gather(self, sendobj: Any, root: int = 0,
+               algorithm: str | None = None) -> list[Any] | None:
         """Return the list of every rank's ``sendobj`` at ``root`` (None elsewhere)."""
         self._endpoint(root)
         return self._collective("gather", algorithm, sendobj, root)
 
-    def allgather(self, sendobj, algorithm=None):
+    def allgather(self, sendobj: Any, algorithm: str | None = None) -> list[Any]:
         """Return the list of every rank's ``sendobj`` on every rank."""
         return self._collective("allgather", algorithm, sendobj)
 
-    def alltoall(self, sendobj, algorithm=None):
+    def alltoall(self, sendobj: Any, algorithm: str | None = None) -> list[Any]:
         """Return item ``rank`` of every rank's list ``sendobj``, in rank order."""
         return self._collective("alltoall", algorithm, sendobj)
 
-    def reduce(self, sendobj, op=SUM, root=0, algorithm=None):
+    def reduce(self, sendobj: Any, op: ReduceOp = SUM, root: int = 0,
+               algorithm: str | None = None) -> Any:
         """Return ``op`` over every rank's ``sendobj`` at ``root`` (None elsewhere)."""
         self._endpoint(root)
         op = _op(op)
         return self._collective("reduce", algorithm, sendobj, op, root, commutative=op.commute)
 
-    def allreduce(self, sendobj, op=SUM, algorithm=None):
+    def allreduce(self, sendobj: Any, op: ReduceOp = SUM, algorithm: str | None = None) -> Any:
         """Return ``op`` over every rank's ``sendobj`` on every rank."""
         op = _op(op)
         return self._collective("allreduce", algorithm, sendobj, op, commutative=op.commute)
 
-    def scan(self, sendobj, op=SUM):
+    def scan(self, sendobj: Any, op: ReduceOp = SUM) -> Any:
         """Return ``op`` over ranks ``0..rank``."""
         return self._collective("scan", None, sendobj, _op(op))
 
-    def exscan(self, sendobj, op=SUM):
+    def exscan(self, sendobj: Any, op: ReduceOp = SUM) -> Any:
         """Return ``op`` over ranks ``0..rank-1`` (None at rank 0)."""
         return self._collective("scan", None, sendobj, _op(op), True)
 
     # -- collectives: buffers -------------------------------------------------------------
-    def Bcast(self, buf, root=0, algorithm=None):
+    def Bcast(self, buf: BufferArg, root: int = 0, algorithm: str | None = None) -> None:
         """Broadcast ``root``'s buffer into ``buf`` on every rank."""
         self._endpoint(root)
         arr = as_array(buf)
@@ -410,7 +433,8 @@ class Communicator:
             return out.reshape(-1)
         return contiguous(data).reshape(-1).copy()
 
-    def Reduce(self, sendbuf, recvbuf, op=SUM, root=0, algorithm=None):
+    def Reduce(self, sendbuf: BufferArg, recvbuf: BufferArg, op: ReduceOp = SUM, root: int = 0,
+               algorithm: str | None = None) -> None:
         """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` at ``root``."""
         self._endpoint(root)
         op = _op(op)
@@ -420,19 +444,20 @@ class Communicator:
         if self.rank == root:
             _store(recvbuf, result)
 
-    def Allreduce(self, sendbuf, recvbuf, op=SUM, algorithm=None):
+    def Allreduce(self, sendbuf: BufferArg, recvbuf: BufferArg, op: ReduceOp = SUM,
+                  algorithm: str | None = None) -> None:
         """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` on every rank."""
         op = _op(op)
         result = self._collective("allreduce", algorithm, self._accumulator(sendbuf, recvbuf),
                                   op, True, commutative=op.commute)
         _store(recvbuf, result)
 
-    def Scan(self, sendbuf, recvbuf, op=SUM):
+    def Scan(self, sendbuf: BufferArg, recvbuf: BufferArg, op: ReduceOp = SUM) -> None:
         """Store ``op`` over ranks ``0..rank`` of ``sendbuf`` into ``recvbuf``."""
         data = self._reduction_input(sendbuf, recvbuf)
         _store(recvbuf, self._collective("scan", None, data, _op(op), False, True))
 
-    def Exscan(self, sendbuf, recvbuf, op=SUM):
+    def Exscan(self, sendbuf: BufferArg, recvbuf: BufferArg, op: ReduceOp = SUM) -> None:
         """Store ``op`` over ranks ``0..rank-1`` into ``recvbuf`` (unchanged at rank 0)."""
         data = self._reduction_input(sendbuf, recvbuf)
         result = self._collective("scan", None, data, _op(op), True, True)
@@ -446,7 +471,8 @@ class Communicator:
         """Return True when the vector collectives should go through the multi-level ones."""
         return base.use_topology(self._site_count(), self.size, algorithm)
 
-    def Gatherv(self, sendbuf, recvbuf, root=0, algorithm=None):
+    def Gatherv(self, sendbuf: BufferArg, recvbuf: BufferArg, root: int = 0,
+                algorithm: str | None = None) -> None:
         """Gather every rank's ``sendbuf`` into ``recvbuf`` = [buf, counts, displs] at root."""
         self._endpoint(root)
         recv = as_vector(recvbuf, self.size) if self.rank == root else None
@@ -458,14 +484,15 @@ class Communicator:
             return
         self._collective("gatherv", None, piece, recv, root)
 
-    def Scatterv(self, sendbuf, recvbuf, root=0):
+    def Scatterv(self, sendbuf: BufferArg, recvbuf: BufferArg, root: int = 0) -> None:
         """Scatter the pieces of ``sendbuf`` = [buf, counts, displs] at root into ``recvbuf``."""
         self._endpoint(root)
         send = as_vector(sendbuf, self.size) if self.rank == root else None
         recv = None if recvbuf is IN_PLACE else as_array(recvbuf).reshape(-1)
         self._collective("scatterv", None, send, recv, root)
 
-    def Allgatherv(self, sendbuf, recvbuf, algorithm=None):
+    def Allgatherv(self, sendbuf: BufferArg, recvbuf: BufferArg,
+                   algorithm: str | None = None) -> None:
         """Gather every rank's ``sendbuf`` into ``recvbuf`` = [buf, counts, displs] everywhere."""
         recv = as_vector(recvbuf, self.size)
         piece = self._send_piece(sendbuf)
@@ -478,7 +505,8 @@ class Communicator:
         self._collective("gatherv", None, piece, recv, 0)
         self.Bcast(recv[0], 0, algorithm)
 
-    def Alltoallv(self, sendbuf, recvbuf, algorithm=None):
+    def Alltoallv(self, sendbuf: BufferArg, recvbuf: BufferArg,
+                  algorithm: str | None = None) -> None:
         """Send piece ``r`` of ``sendbuf`` to rank ``r``, receiving into pieces of ``recvbuf``."""
         send, recv = as_vector(sendbuf, self.size), as_vector(recvbuf, self.size)
         if self._multilevel(algorithm):
@@ -494,18 +522,18 @@ class Communicator:
     Alltoall = Alltoallv
 
     # -- non-blocking collectives (flat algorithms) -----------------------------------------
-    def ibarrier(self):
+    def ibarrier(self) -> Request:
         """Start a barrier; the request completes once every rank has entered."""
         return self._nonblocking("barrier")
 
     Ibarrier = ibarrier
 
-    def ibcast(self, obj=None, root=0):
+    def ibcast(self, obj: Any = None, root: int = 0) -> Request:
         """Start a broadcast of ``root``'s ``obj``; ``wait()`` returns it."""
         self._endpoint(root)
         return self._nonblocking("bcast", obj, root)
 
-    def Ibcast(self, buf, root=0):
+    def Ibcast(self, buf: BufferArg, root: int = 0) -> Request:
         """Start broadcasting ``root``'s buffer into ``buf``."""
         self._endpoint(root)
         arr = as_array(buf)
@@ -513,30 +541,30 @@ class Communicator:
         return self._nonblocking("bcast", data, root, True,
                                  then=lambda result: _store(buf, result))
 
-    def ireduce(self, sendobj, op=SUM, root=0):
+    def ireduce(self, sendobj: Any, op: ReduceOp = SUM, root: int = 0) -> Request:
         """Start a reduction to ``root``; ``wait()`` returns the result there."""
         self._endpoint(root)
         return self._nonblocking("reduce", sendobj, _op(op), root)
 
-    def iallreduce(self, sendobj, op=SUM):
+    def iallreduce(self, sendobj: Any, op: ReduceOp = SUM) -> Request:
         """Start a reduction whose result every rank's ``wait()`` returns."""
         return self._nonblocking("allreduce", sendobj, _op(op))
 
-    def Iallreduce(self, sendbuf, recvbuf, op=SUM):
+    def Iallreduce(self, sendbuf: BufferArg, recvbuf: BufferArg, op: ReduceOp = SUM) -> Request:
         """Start reducing every rank's ``sendbuf`` into ``recvbuf`` on every rank."""
         return self._nonblocking("allreduce", self._accumulator(sendbuf, recvbuf), _op(op),
                                  True, then=lambda result: _store(recvbuf, result))
 
-    def igather(self, sendobj, root=0):
+    def igather(self, sendobj: Any, root: int = 0) -> Request:
         """Start gathering every rank's ``sendobj`` at ``root``."""
         self._endpoint(root)
         return self._nonblocking("gather", sendobj, root)
 
-    def iallgather(self, sendobj):
+    def iallgather(self, sendobj: Any) -> Request:
         """Start gathering every rank's ``sendobj`` on every rank."""
         return self._nonblocking("allgather", sendobj)
 
-    def ialltoall(self, sendobj):
+    def ialltoall(self, sendobj: Any) -> Request:
         """Start an all-to-all exchange of the items of ``sendobj``."""
         return self._nonblocking("alltoall", sendobj)
 
@@ -555,20 +583,20 @@ class Communicator:
         members = sorted((k, r) for r, (c, k) in enumerate(pairs) if c == color)
         return Communicator(self._world, [self._ranks[r] for _, r in members], block, name)
 
-    def Dup(self):
+    def Dup(self) -> Communicator:
         """Return a communicator of the same ranks with its own contexts."""
         return Communicator(self._world, self._ranks, self._agree_block(), f"{self.name}.dup")
 
     Clone = Dup
 
-    def Split(self, color=0, key=0):
+    def Split(self, color: Any = 0, key: int = 0) -> Communicator | None:
         """Return the communicator of the ranks that passed the same ``color``, ordered by key.
 
         ``color`` ``UNDEFINED`` (or None) returns None (mpi4py's ``COMM_NULL``).
         """
         return self._split(color, key, f"{self.name}.split({color})")
 
-    def Split_level(self, level="site", key=None):
+    def Split_level(self, level: str = "site", key: int | None = None) -> Communicator | None:
         """Return the communicator of the ranks with this rank's color at ``level``.
 
         ``Split_level("site")`` gives the ranks of this rank's site, ``"host"`` those of
@@ -577,11 +605,11 @@ class Communicator:
         return self._split(self.color(level), self.rank if key is None else key,
                            f"{self.name}.{level}")
 
-    def Free(self):
+    def Free(self) -> None:
         """Release the communicator (its contexts are not reused)."""
         self._hier = None
 
-    def Abort(self, errorcode=1):
+    def Abort(self, errorcode: int = 1) -> NoReturn:
         """End the whole job now with ``errorcode`` (coc-run stops every rank)."""
         import os
         import sys
@@ -590,22 +618,24 @@ class Communicator:
         os._exit(errorcode)
 
     # -- asyncio --------------------------------------------------------------------------
-    async def arecv(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+    async def arecv(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+                    status: StatusArg = None) -> Any:
         """Receive an object without blocking the event loop (``await comm.arecv()``)."""
         from coc.comm import aio
         return await aio.wait(self.irecv(None, source, tag), status)
 
-    async def asend(self, obj, dest, tag=0):
+    async def asend(self, obj: Any, dest: int, tag: int = 0) -> None:
         """Send ``obj`` without blocking the event loop (``await comm.asend(obj, dest)``)."""
         from coc.comm import aio
         await aio.wait(self.isend(obj, dest, tag))
 
-    async def aRecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+    async def aRecv(self, buf: BufferArg, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+                    status: StatusArg = None) -> None:
         """Receive into ``buf`` without blocking the event loop."""
         from coc.comm import aio
         await aio.wait(self.Irecv(buf, source, tag), status)
 
-    async def aSend(self, buf, dest, tag=0):
+    async def aSend(self, buf: BufferArg, dest: int, tag: int = 0) -> None:
         """Send ``buf`` without blocking the event loop."""
         from coc.comm import aio
         await aio.wait(self.Isend(buf, dest, tag))
