@@ -54,7 +54,7 @@
 #include "sock.h"
 
 #define DEFAULT_SPIN_NS 200000 /* the spin cap: longer than a wake-up across cores (45-55 us) */
-#define SPIN_MIN_NS 2000       /* the adaptive spin budget never drops below this, but ... */
+#define SPIN_MIN_NS 2000       /* the adaptive spin budget never drops below this */
 #define YIELD_TAKEN_NS 10000   /* a sched_yield that took this long ran another thread */
 #define LOAD_CHECK_NS 1000000  /* how often waits look whether the machine has a core free */
 #define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
