@@ -42,13 +42,11 @@ def rank_main(iterations):
     buf = np.zeros(8, np.uint8)
     engine = comm._world.port.engine
 
+    first, then = (comm.Send, comm.Recv) if rank == 0 else (comm.Recv, comm.Send)
+
     def trip():
-        if rank == 0:
-            comm.Send(buf, peer, 1)
-            comm.Recv(buf, peer, 1)
-        else:
-            comm.Recv(buf, peer, 1)
-            comm.Send(buf, peer, 1)
+        first(buf, peer, 1)
+        then(buf, peer, 1)
 
     for _ in range(iterations // 10 + 10):
         trip()
