@@ -16,8 +16,10 @@ import coc
 
 #: The modules whose whole public API (``__all__``) is annotated.
 ANNOTATED = ["coc", "coc.errors", "coc.topology", "coc.testbed", "coc.topology.hostlist"]
-#: Not yet: the communicator (``coc.init``, ``coc.Communicator`` ... that ``coc`` re-exports)
-#: is being rewritten around one engine port (issue 18, item 2) and is annotated with it.
+#: Not yet: the communicator (``coc.init``, ``coc.Communicator`` ... that ``coc`` re-exports).
+#: It now talks to the engine through one port (coc/comm/port.py) and ``Communicator``'s
+#: public methods are annotated; ``Request``, ``Status``, ``Op`` and the module functions
+#: are not yet.
 NOT_YET = ("coc.comm",)
 
 
