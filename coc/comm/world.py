@@ -18,7 +18,7 @@ from coc.comm import sitempi, transport
 from coc.comm.communicator import Communicator
 from coc.comm.request import Request, run
 from coc.errors import CocError, LaunchError
-from coc.routes import apply_delays, apply_routes, next_hops
+from coc.routes import apply_delays, apply_routes, apply_wire, next_hops
 
 __all__ = ["World", "init", "finalize", "initialized", "Wtime", "Wtick", "counters",
            "reset_counters"]
@@ -127,6 +127,7 @@ def _open_under_coc_run():
             eng.add_peer(peer, address)
         apply_routes(eng, info["routes"])
         apply_delays(eng, info["delays"])
+        apply_wire(eng, info["wire"])
         # Hold a connection to every gateway from the start: a gateway tells the endpoints
         # connected to it when a rank behind it dies, so a rank waiting on a peer it never
         # spoke to still gets PeerLost instead of hanging.
