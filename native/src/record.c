@@ -53,16 +53,17 @@ static int derive(coc__rec *r, const uint8_t *pair_key, size_t key_len, const ui
                   const uint8_t *acc_nonce, size_t nonce_len, uint16_t conn_flags, int outgoing)
 {
     static const char label[] = "coc-record-1";
-    uint8_t salt[128], info[sizeof label + 3], keys[2][COC__AEAD_KEY];
+    enum { L = sizeof label - 1 };
+    uint8_t salt[128], info[L + 3], keys[2][COC__AEAD_KEY];
     if (2 * nonce_len > sizeof salt)
         return COC_EINVAL;
     memcpy(salt, conn_nonce, nonce_len);
     memcpy(salt + nonce_len, acc_nonce, nonce_len);
-    memcpy(info, label, sizeof label - 1);
-    info[sizeof label] = (uint8_t)conn_flags;
-    info[sizeof label + 1] = (uint8_t)(conn_flags >> 8);
+    memcpy(info, label, L);
+    info[L + 1] = (uint8_t)conn_flags;
+    info[L + 2] = (uint8_t)(conn_flags >> 8);
     for (int dir = 0; dir < 2; dir++) { /* 0: connector to acceptor, 1: back */
-        info[sizeof label - 1] = (uint8_t)dir;
+        info[L] = (uint8_t)dir;
         if (coc__hkdf(pair_key, key_len, salt, 2 * nonce_len, info, sizeof info, keys[dir],
                       COC__AEAD_KEY) < 0)
             return COC_EPROTO;
