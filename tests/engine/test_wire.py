@@ -57,6 +57,16 @@ def _settled(read, ok):
     return got
 
 
+def _logged(eng, text):
+    """Return the first line of ``eng``'s log holding ``text``; fail after TIMEOUT."""
+    deadline, lines = time.monotonic() + TIMEOUT, []
+    while not any(text in line for line in lines):
+        assert time.monotonic() < deadline, f"nothing logged with {text!r}: {lines}"
+        lines += eng.take_log()
+        time.sleep(0.01)
+    return next(line for line in lines if text in line)
+
+
 class Relay:
     """A TCP relay in front of ``target`` (host, port): records what passes each way and
     can flip one byte of the connector's stream at ``flip_at``."""
@@ -184,13 +194,7 @@ def test_altered_record_is_a_protocol_error_naming_the_peer(open_engine, relay):
     out = np.zeros(1000, dtype=np.uint8)
     r = b.irecv(out, 1, tag=1)
     a.isend(_data(1000, True, 1), 2, tag=1).wait(TIMEOUT)
-    deadline = time.monotonic() + TIMEOUT
-    lines = []
-    while not any("broke the wire protocol" in line for line in lines):
-        assert time.monotonic() < deadline, f"no protocol error logged: {lines}"
-        lines += b.take_log()
-        time.sleep(0.01)
-    line = next(line for line in lines if "broke the wire protocol" in line)
+    line = _logged(b, "broke the wire protocol")
     assert line.startswith("endpoint 1 (") and "failed authentication" in line
     assert b.stats()["protocol_errors"] == 1
     with pytest.raises(errors.PeerLost, match="endpoint 1 lost"):
@@ -203,12 +207,7 @@ def test_acceptor_refuses_a_marked_peer_that_does_not_encrypt(open_engine, relay
     b.set_peer_wire(1, encrypt=True)         # ... the acceptor knows its link is encrypted
     with pytest.raises(errors.PeerLost):
         a.isend(_data(10, True, 0), 2, tag=1).wait(TIMEOUT)
-    deadline = time.monotonic() + TIMEOUT
-    lines = []
-    while not any("does not ask for encryption" in line for line in lines):
-        assert time.monotonic() < deadline, f"no refusal logged: {lines}"
-        lines += b.take_log()
-        time.sleep(0.01)
+    assert _logged(b, "does not ask for encryption").startswith("endpoint 1 (")
     assert MARKER not in link.up and b.stats()["auth_failures"] == 1
 
 
@@ -218,13 +217,19 @@ def test_bad_record_layer_arguments(open_engine):
         a.set_peer_wire(2, compress="gzip")
 
 
-def test_through_gateways_only_the_marked_link_uses_records(open_engine, spawn, gateway):
-    # 1 -> gateway 10 -(marked: encrypted, zstd)-> gateway 11 -> 2: the ranks' links stay raw
+@pytest.mark.parametrize("window", [None, 1 << 16], ids=["default-window", "small-window"])
+def test_through_gateways_only_the_marked_link_uses_records(open_engine, spawn, gateway, window):
+    # 1 -> gateway 10 -(marked: encrypted, zstd)-> gateway 11 -> 2: the ranks' links stay raw.
+    # A small forwarding window makes the gateways pause reading (backpressure) while the
+    # record layer still holds bytes it read: they must be parsed when reading resumes.
     me = open_engine(1, eager_limit=EAGER)
     child = spawn(2, "echo", peer=1, count=len(SIZES), engine_kwargs={"eager_limit": EAGER})
     marked = {"encrypt": True, "compress": "zstd"}
-    g1 = gateway(10, peers={1: me.address}, routes={1: [[1, 1]]}, wire={11: marked})
-    g2 = gateway(11, peers={2: child.address}, routes={2: [[2, 1]]}, wire={10: marked})
+    options = {"forward_window": window} if window else {}
+    g1 = gateway(10, peers={1: me.address}, routes={1: [[1, 1]]}, wire={11: marked},
+                 options=options)
+    g2 = gateway(11, peers={2: child.address}, routes={2: [[2, 1]]}, wire={10: marked},
+                 options=options)
     g1.update(peers={11: _tcp(g2.address)}, routes={2: [[11, 1]]})
     g2.update(peers={10: _tcp(g1.address)}, routes={1: [[10, 1]]})
     me.add_peer(10, g1.address)
