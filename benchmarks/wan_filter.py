@@ -15,6 +15,10 @@ rounds and the ratio to the same testbed's ``raw`` of the same data, plus the lo
 Emulated latency is off (``--delay wan=0``): the rate is the point. Needs root (namespaces).
 Run: ``python benchmarks/wan_filter.py [--repeat N] [--size BYTES] [--only 1Gbit/s]
 [--json FILE]``.
+
+``--cpu`` measures instead what load does not change: the CPU time (user + system, both
+ends) per GiB moved between two engines of this process over loopback TCP, per record layer
+and data, with ``--repeat`` runs of 256 MiB each (no root needed).
 The same file is the rank program (``--rank SIZE REPS DATA``).
 """
 
@@ -100,16 +104,71 @@ CASES += [("100Mbit/s", name, wan, data, 6) for data in ("text", "random")
                             ("lz4", {"compress": "lz4"}))]
 
 
+CPU_CASES = [("raw", False, "none", "random"), ("encrypt", True, "none", "random"),
+             ("zstd", False, "zstd", "random"), ("lz4", False, "lz4", "random"),
+             ("zstd", False, "zstd", "text"), ("lz4", False, "lz4", "text"),
+             ("encrypt+zstd", True, "zstd", "text"), ("raw", False, "none", "text")]
+
+
+def _cpu(encrypt, compress, kind, size, total=256 << 20):
+    """CPU seconds per GiB for ``total`` bytes from one engine to another (loopback TCP)."""
+    import resource
+
+    import numpy as np
+
+    from coc._native import engine
+
+    def tcp(address):
+        return next(a for a in address.split() if a.startswith("tcp://"))
+
+    secret = os.urandom(32)
+    with engine.Engine(1, secret, listen_host="127.0.0.1") as a, \
+            engine.Engine(2, secret, listen_host="127.0.0.1") as b:
+        a.add_peer(2, tcp(b.address))
+        b.add_peer(1, tcp(a.address))
+        a.set_route(2, [2])
+        b.set_route(1, [1])
+        for eng, peer in ((a, 2), (b, 1)):
+            eng.set_peer_wire(peer, encrypt=encrypt, compress=compress)
+        data = np.frombuffer(bytes(_payload(kind, size)), dtype=np.uint8)
+        out = np.empty(size, dtype=np.uint8)
+        for i in range(total // size + 1):          # the first one connects
+            if i == 1:
+                before = resource.getrusage(resource.RUSAGE_SELF)
+            r = b.irecv(out, 1)
+            a.isend(data, 2).wait(TIMEOUT)
+            r.wait(TIMEOUT)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu / (total / (1 << 30))
+
+
+def _cpu_table(repeat, size):
+    found = {}
+    for _ in range(repeat):
+        for name, encrypt, compress, kind in CPU_CASES:
+            found.setdefault(f"{kind} {name}", []).append(_cpu(encrypt, compress, kind, size))
+    print(f"{'case':22} {'median CPU s/GiB':>17} {'spread':>13}")
+    for key, values in found.items():
+        print(f"{key:22} {statistics.median(values):17.2f} "
+              f"{min(values):6.2f}..{max(values):<6.2f}")
+    return found
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rank", nargs=3, metavar=("SIZE", "REPS", "DATA"), help=argparse.SUPPRESS)
     ap.add_argument("--repeat", type=int, default=3, help="rounds over all variants")
     ap.add_argument("--size", type=int, default=4 << 20, help="bytes per message")
+    ap.add_argument("--cpu", action="store_true", help="CPU time per GiB in this process")
     ap.add_argument("--only", help="run only the testbed of this WAN bandwidth (1Gbit/s, ...)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
     if args.rank:
         return _rank(int(args.rank[0]), int(args.rank[1]), args.rank[2])
+    if args.cpu:
+        _cpu_table(args.repeat, args.size)
+        return 0
     import coc.testbed
 
     results = {}

@@ -28,8 +28,8 @@ struct coc__rec {
     ZSTD_CCtx *zc;
     unsigned skip, backoff;        /* records left to send untried / next skip */
     /* receive side */
-    uint8_t *in;                   /* stream bytes read: RX_CAP */
-    size_t in_len;
+    uint8_t *in;                   /* stream bytes read: RX_CAP; unopened from in_off to in_len */
+    size_t in_off, in_len;
     uint8_t *plain;                /* an opened record's plaintext not yet taken */
     size_t plain_off, plain_len;
     uint8_t *unsealed;             /* an opened record's compressed bytes */
@@ -218,6 +218,11 @@ ssize_t coc__rec_tx_seal(coc__rec *r, const struct iovec *iov, int cnt, size_t *
 
 uint8_t *coc__rec_rx_space(coc__rec *r, size_t *room)
 {
+    if (r->in_off && RX_CAP - r->in_len < WIRE_MAX) { /* move the rest down only when needed */
+        memmove(r->in, r->in + r->in_off, r->in_len - r->in_off);
+        r->in_len -= r->in_off;
+        r->in_off = 0;
+    }
     *room = RX_CAP - r->in_len;
     return r->in + r->in_len;
 }
@@ -230,22 +235,27 @@ void coc__rec_rx_fed(coc__rec *r, size_t n)
 /* The bytes of the whole record at the front of `in`, or 0 while it is incomplete. */
 static size_t whole_record(const coc__rec *r)
 {
-    if (r->in_len < COC__REC_HDR)
+    if (r->in_len - r->in_off < COC__REC_HDR)
         return 0;
-    size_t len = COC__REC_HDR + (size_t)get32(r->in);
-    return len <= r->in_len ? len : 0;
+    size_t len = COC__REC_HDR + (size_t)get32(r->in + r->in_off);
+    return len <= r->in_len - r->in_off ? len : 0;
+}
+
+/* A header at the front claims more than any record holds: an error to report. */
+static int overlong(const coc__rec *r)
+{
+    return r->in_len - r->in_off >= COC__REC_HDR && get32(r->in + r->in_off) > STORED_MAX;
 }
 
 int coc__rec_rx_ready(const coc__rec *r)
 {
-    return r->plain_off < r->plain_len || whole_record(r) != 0 ||
-           (r->in_len >= COC__REC_HDR && get32(r->in) > STORED_MAX); /* an error to report */
+    return r->plain_off < r->plain_len || whole_record(r) != 0 || overlong(r);
 }
 
 /* Open the record at the front of `in` into out (room for COC__REC_MAX bytes). */
 static int open_record(coc__rec *r, uint8_t *out, size_t *n, const char **why)
 {
-    const uint8_t *h = r->in;
+    const uint8_t *h = r->in + r->in_off;
     size_t stored = get32(h), tag = r->open ? COC__AEAD_TAG : 0;
     uint8_t codec = h[4];
     size_t plain = (size_t)h[5] | (size_t)h[6] << 8 | (size_t)h[7] << 16;
@@ -300,13 +310,14 @@ ssize_t coc__rec_rx_take(coc__rec *r, uint8_t *dst, size_t want, const char **wh
         }
         size_t len = whole_record(r);
         if (!len) {
-            if (r->in_len >= COC__REC_HDR && get32(r->in) > STORED_MAX) {
+            if (overlong(r)) {
                 *why = "malformed record header (too long)";
                 return COC_EPROTO;
             }
             break;
         }
-        size_t stated = (size_t)r->in[5] | (size_t)r->in[6] << 8 | (size_t)r->in[7] << 16;
+        const uint8_t *h = r->in + r->in_off;
+        size_t stated = (size_t)h[5] | (size_t)h[6] << 8 | (size_t)h[7] << 16;
         int direct = want - done >= stated && stated <= COC__REC_MAX;
         size_t n = 0;
         if (open_record(r, direct ? dst + done : r->plain, &n, why) < 0)
@@ -319,8 +330,9 @@ ssize_t coc__rec_rx_take(coc__rec *r, uint8_t *dst, size_t want, const char **wh
         }
         *wire += len;
         *plain += n;
-        memmove(r->in, r->in + len, r->in_len - len);
-        r->in_len -= len;
+        r->in_off += len;
+        if (r->in_off == r->in_len)
+            r->in_off = r->in_len = 0;
     }
     return (ssize_t)done;
 }
