@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 #include <openssl/params.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,11 +22,22 @@ int coc__sha256(const coc__bytes *parts, size_t n, uint8_t out[COC__SHA256_LEN])
     return ok ? 0 : COC_EPROTO;
 }
 
+/* The HMAC implementation, fetched once: a fetch costs more than the MAC of a handshake's
+ * few dozen bytes (measured 8.8 us per HMAC with a fetch each time). Fetched objects are
+ * immutable and may be shared between threads. */
+static EVP_MAC *hmac_impl;
+static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
+
+static void fetch_hmac(void)
+{
+    hmac_impl = EVP_MAC_fetch(NULL, "HMAC", NULL);
+}
+
 int coc__hmac_sha256(const void *key, size_t key_len, const coc__bytes *parts, size_t n,
                      uint8_t out[COC__SHA256_LEN])
 {
-    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    EVP_MAC_CTX *ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
+    pthread_once(&hmac_once, fetch_hmac);
+    EVP_MAC_CTX *ctx = hmac_impl ? EVP_MAC_CTX_new(hmac_impl) : NULL;
     OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", "SHA256", 0),
                            OSSL_PARAM_construct_end()};
     size_t len = 0;
@@ -34,7 +46,6 @@ int coc__hmac_sha256(const void *key, size_t key_len, const coc__bytes *parts, s
         ok = EVP_MAC_update(ctx, parts[i].p, parts[i].n);
     ok = ok && EVP_MAC_final(ctx, out, &len, COC__SHA256_LEN) && len == COC__SHA256_LEN;
     EVP_MAC_CTX_free(ctx);
-    EVP_MAC_free(mac);
     return ok ? 0 : COC_EPROTO;
 }
 
