@@ -4,11 +4,37 @@ benchmark's timing kernel (C++ bound with pybind11).
 All metadata lives in pyproject.toml; this file only declares what setuptools cannot
 read from there: the extension and the data folders shipped inside the package.
 """
+import os
+import sys
+import sysconfig
 from glob import glob
 
 import pybind11
 from Cython.Build import cythonize
 from setuptools import Extension, find_packages, setup
+
+# The engine's libraries from the distribution: each header, the library it comes with and
+# the Debian/Ubuntu package that installs both (README.md's set-up line lists them).
+NATIVE_LIBRARIES = [("openssl/evp.h", "crypto", "libssl-dev"),
+                    ("zstd.h", "zstd", "libzstd-dev"),
+                    ("lz4.h", "lz4", "liblz4-dev")]
+
+
+def _check_headers():
+    """Stop the build with the package to install when a library's header is missing,
+    instead of a compiler error deep inside native/."""
+    dirs = [d for d in os.environ.get("CPATH", "").split(os.pathsep) if d]
+    dirs += ["/usr/include", "/usr/local/include", sysconfig.get_config_var("INCLUDEDIR") or "",
+             f"/usr/include/{sysconfig.get_config_var('MULTIARCH') or ''}"]
+    missing = [pkg for header, _, pkg in NATIVE_LIBRARIES
+               if not any(os.path.exists(os.path.join(d, header)) for d in dirs if d)]
+    if missing:
+        sys.exit(f"coc's engine needs {', '.join(missing)}: install with "
+                 f"`apt install {' '.join(missing)}` (or your system's equivalent)")
+
+
+if not {"egg_info", "sdist", "dist_info", "--version", "--name"} & set(sys.argv):
+    _check_headers()
 
 engine = Extension(
     "coc._engine",
@@ -16,7 +42,7 @@ engine = Extension(
     include_dirs=["native/include", "native/src"],
     extra_compile_args=["-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-Wextra",
                         "-Wno-unused-parameter", "-Wno-sign-compare"],
-    libraries=["pthread"],
+    libraries=["pthread", *(lib for _, lib, _ in NATIVE_LIBRARIES)],
 )
 
 # coc bench's calibrated clock and spin-until (coc/bench/_timing.cpp); pybind11 is header-only.

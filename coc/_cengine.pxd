@@ -78,6 +78,11 @@ cdef extern from "coc/coc.h" nogil:
     int coc_engine_connect(coc_engine *e, uint32_t hop)
     int coc_engine_peer_connected(coc_engine *e, uint32_t id)
     int coc_engine_set_peer_delay(coc_engine *e, uint32_t id, uint64_t delay_ns)
+    int coc_engine_set_peer_wire(coc_engine *e, uint32_t id, uint32_t flags)
+    enum:
+        COC_WIRE_ENCRYPT
+        COC_WIRE_ZSTD
+        COC_WIRE_LZ4
     int coc_engine_fd(coc_engine *e)
     int coc_engine_drain_fd(coc_engine *e)
 
@@ -135,6 +140,11 @@ cdef extern from "coc/coc.h" nogil:
         uint64_t spin_budget_ns
         uint64_t waits_contended
         uint64_t waits_unspun
+        uint64_t record_plain_sent
+        uint64_t record_wire_sent
+        uint64_t record_plain_received
+        uint64_t record_wire_received
+        uint64_t records_raw
 
     int coc_engine_stats(coc_engine *e, coc_stats *st)
     int coc_engine_take_log(coc_engine *e, char *buf, size_t len)

@@ -657,6 +657,19 @@ cdef class Engine:
         check(c.coc_engine_set_peer_delay(self._handle(), id, <uint64_t>(seconds * 1e9)),
               f"delay to peer {id}")
 
+    def set_peer_wire(self, id, encrypt=False, compress="none"):
+        """Carry connections dialed to peer ``id`` from now on in records: encrypted
+        (AES-256-GCM) when ``encrypt``, compressed with ``compress`` (``"zstd"``, ``"lz4"``
+        or ``"none"``; adaptive: incompressible data goes raw). For WAN hops the topology
+        marks (docs/wire-protocol.md, "Record layer"); same-host links never use it.
+        """
+        codecs = {"none": 0, "zstd": c.COC_WIRE_ZSTD, "lz4": c.COC_WIRE_LZ4}
+        if compress not in codecs:
+            raise ValueError(f"peer {id}: compress must be one of {sorted(codecs)}, "
+                             f"not {compress!r}")
+        flags = codecs[compress] | (c.COC_WIRE_ENCRYPT if encrypt else 0)
+        check(c.coc_engine_set_peer_wire(self._handle(), id, flags), f"record layer to peer {id}")
+
     def fileno(self):
         """Return an fd that becomes readable when a request completes (for add_reader)."""
         return check(c.coc_engine_fd(self._handle()), "engine fd")

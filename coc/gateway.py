@@ -20,7 +20,8 @@ import time
 from coc._native import engine as _engine
 from coc.errors import CocError, LaunchError
 from coc.pycommand import python_argv
-from coc.routes import apply_delays, apply_routes, delay_table, parse_routes
+from coc.routes import (apply_delays, apply_routes, apply_wire, delay_table, parse_routes,
+                        wire_table)
 
 __all__ = ["GatewayProcess", "parse_config", "apply_update", "serve", "main"]
 
@@ -83,7 +84,9 @@ def parse_config(doc):
         ({id: address}), ``routes`` ({dest: [[hop, weight], ...]} or, per size class,
         {dest: {"small": [...], "large": [...]}}; see :mod:`coc.routes`), ``connect`` (next
         hops to connect to at once, so their loss is noticed), ``delays`` ({id: seconds}
-        of emulated latency toward next hops, :mod:`coc.routes`) and ``options``
+        of emulated latency toward next hops, :mod:`coc.routes`), ``wire`` ({id:
+        {"encrypt": bool, "compress": name}}: the record layer of marked hops,
+        :mod:`coc.routes`) and ``options``
         (``eager_limit``, ``fragment_size``, ``forward_window``, ``handshake_timeout_ms``,
         ``spin_ns``, ``log_interval``).
 
@@ -91,7 +94,7 @@ def parse_config(doc):
     -------
     dict
         ``engine`` (keyword arguments of :class:`coc._engine.Engine`), ``peers``,
-        ``routes``, ``delays``, ``connect`` and ``log_interval``.
+        ``routes``, ``delays``, ``wire``, ``connect`` and ``log_interval``.
 
     Examples
     --------
@@ -102,7 +105,7 @@ def parse_config(doc):
     if not isinstance(doc, dict):
         raise ValueError("gateway config must be a JSON object")
     unknown = set(doc) - {"self_id", "secret", "listen_host", "port_range", "peers", "routes",
-                          "delays", "connect", "options"}
+                          "delays", "connect", "options", "wire"}
     if unknown:
         raise ValueError(f"gateway config: unknown keys {sorted(unknown)}")
     for key in ("self_id", "secret"):
@@ -128,6 +131,7 @@ def parse_config(doc):
             "peers": {k: str(v) for k, v in _int_keys(doc.get("peers", {}), "peers").items()},
             "routes": parse_routes(doc.get("routes", {}), "gateway config"),
             "delays": delay_table(doc.get("delays", {}), "gateway config"),
+            "wire": wire_table(doc.get("wire", {}), "gateway config"),
             "connect": _parse_connect(doc),
             "log_interval": log_interval}
 
@@ -416,6 +420,7 @@ def main(argv=None):
     with eng:
         try:
             apply_delays(eng, cfg["delays"])
+            apply_wire(eng, cfg["wire"])
             apply_update(eng, cfg["peers"], cfg["routes"], cfg["connect"])
             _reply({"address": eng.address, "self_id": eng.self_id, "pid": os.getpid()})
             log.info("endpoint %d forwarding at %s", eng.self_id, eng.address)

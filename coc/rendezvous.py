@@ -30,7 +30,7 @@ import threading
 
 from coc import keys, protocol
 from coc.errors import CocError, ControlError, LaunchError
-from coc.routes import delay_table, parse_routes
+from coc.routes import delay_table, parse_routes, wire_table
 
 __all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "serve_control",
            "shepherd"]
@@ -156,6 +156,7 @@ def rendezvous(address, environ=None):
     info["placement"] = [tuple(where) for where in answer["placement"]]
     try:
         info["delays"] = delay_table(answer.get("delays", {}), "rendezvous answer")
+        info["wire"] = wire_table(answer.get("wire", {}), "rendezvous answer")
     except ValueError as exc:
         raise LaunchError(str(exc), rank=info["rank"]) from None
     return info

@@ -13,11 +13,14 @@ config's ``routes``) as JSON, in one of two forms per destination:
 :func:`parse_routes` turns either into ``{dest: {"small": [(hop, weight), ...], "large":
 [...]}}``; :func:`apply_routes` sets that on an engine; :func:`next_hops` lists the hops.
 Beside routes, the plan hands out emulated latencies (``delays``: ``{peer: seconds}``,
-``coc.launcher.latency``), checked by :func:`delay_table` and set by :func:`apply_delays`.
+``coc.launcher.latency``), checked by :func:`delay_table` and set by :func:`apply_delays`,
+and the record layer of the hops whose network the topology marks (``wire``: ``{peer:
+{"encrypt": bool, "compress": "zstd"|"lz4"|"none"}}``, docs/topology.md "Encryption and
+compression"), checked by :func:`wire_table` and set by :func:`apply_wire`.
 """
 
 __all__ = ["SIZE_CLASSES", "parse_routes", "apply_routes", "next_hops", "delay_table",
-           "apply_delays"]
+           "apply_delays", "wire_table", "apply_wire"]
 
 SIZE_CLASSES = ("small", "large")
 
@@ -132,3 +135,39 @@ def apply_delays(eng, delays):
     """Hold every frame ``eng`` sends to each peer of ``delays`` for its seconds."""
     for peer, seconds in delays.items():
         eng.set_peer_delay(peer, seconds)
+
+
+def wire_table(doc, where):
+    """Check a ``wire`` document ``{peer endpoint: {"encrypt": bool, "compress": name}}``.
+
+    Examples
+    --------
+    >>> wire_table({"7": {"encrypt": True, "compress": "zstd"}}, "gateway config")
+    {7: {'encrypt': True, 'compress': 'zstd'}}
+    """
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where}: 'wire' must map endpoint ids to record layers, not {doc!r}")
+    table = {}
+    if doc:   # the topology package (networkx) only where a hop is marked
+        from coc.topology.model import COMPRESSORS
+    for peer, entry in doc.items():
+        try:
+            peer = int(peer)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: wire key {peer!r} is not an endpoint id") from None
+        if not isinstance(entry, dict) or set(entry) - {"encrypt", "compress"}:
+            raise ValueError(f"{where}: wire to {peer} must be {{'encrypt': bool, 'compress': "
+                             f"name}}, not {entry!r}")
+        encrypt, compress = entry.get("encrypt", False), entry.get("compress", "none")
+        if not isinstance(encrypt, bool) or compress not in COMPRESSORS:
+            raise ValueError(f"{where}: wire to {peer}: encrypt must be true or false and "
+                             f"compress one of {', '.join(COMPRESSORS)}, got {entry!r}")
+        table[peer] = {"encrypt": encrypt, "compress": compress}
+    return table
+
+
+def apply_wire(eng, wire):
+    """Give the connections ``eng`` makes to each peer of ``wire`` its record layer (before
+    any of them is dialed)."""
+    for peer, entry in wire.items():
+        eng.set_peer_wire(peer, **entry)

@@ -26,7 +26,7 @@ from coc import realmpi
 from coc._native import engine as native
 from coc.comm import sitempi
 from coc.errors import LaunchError
-from coc.routes import apply_delays, apply_routes, next_hops, parse_routes
+from coc.routes import apply_delays, apply_routes, apply_wire, next_hops, parse_routes
 
 __all__ = ["Port", "EngineLanes", "MixedLanes", "site_mpi_enabled", "open_under_coc_run",
            "open_from_site_mpi", "open_alone"]
@@ -207,6 +207,7 @@ def open_under_coc_run():
             eng.add_peer(peer, address)
         apply_routes(eng, info["routes"])
         apply_delays(eng, info["delays"])
+        apply_wire(eng, info["wire"])
         # Hold a connection to every gateway from the start: a gateway tells the endpoints
         # connected to it when a rank behind it dies, so a rank waiting on a peer it never
         # spoke to still gets PeerLost instead of hanging.

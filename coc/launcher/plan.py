@@ -211,6 +211,18 @@ class Plan:
                  for hop, net in self.hop_networks(endpoint).items()}
         return {hop: t for hop, t in found.items() if t > 0}
 
+    def wire(self, endpoint):
+        """Return ``{next hop endpoint: {"encrypt": bool, "compress": name}}`` for each hop
+        whose network the topology marks with ``encrypt`` or ``compress`` (the network
+        :meth:`hop_networks` dials it on); other hops carry frames raw."""
+        found = {}
+        for hop, net in self.hop_networks(endpoint).items():
+            attrs = self.topology.nodes[net]
+            encrypt, compress = bool(attrs.get("encrypt")), attrs.get("compress", "none")
+            if encrypt or compress != "none":
+                found[hop] = {"encrypt": encrypt, "compress": compress}
+        return found
+
     @cached_property
     def _spawners_made(self):
         return {}
@@ -368,7 +380,9 @@ class Plan:
                                                         or (0, 0)),
                                      "routes": self.route_table(g.endpoint),
                                      "delays": {str(k): v for k, v in
-                                                self.delays(g.endpoint).items()}}}
+                                                self.delays(g.endpoint).items()},
+                                     "wire": {str(k): v for k, v in
+                                              self.wire(g.endpoint).items()}}}
                          for g in self.gateways if g.site == site],
         }
 
@@ -381,7 +395,7 @@ class Plan:
         """
         return {"peers": self.peers_for(rank, peers), "routes": self.route_table(rank),
                 "placement": [[p.site, p.host] for p in self.placements],
-                "delays": self.delays(rank)}
+                "delays": self.delays(rank), "wire": self.wire(rank)}
 
 
 def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="topology",

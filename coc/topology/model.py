@@ -27,6 +27,7 @@ TECHNOLOGIES = ("loopback", "shm", "ethernet", "fast-ethernet", "gigabit-etherne
                 "infiniband", "myrinet", "sci", "wan")
 ROLES = ("compute", "gateway", "frontend")
 SCOPES = ("private", "public")
+COMPRESSORS = ("none", "zstd", "lz4")  # a network's ``compress`` (docs/topology.md)
 SPAWNERS = ("local", "ssh", "slurm", "pbs", "mpiexec", "netns")
 DEFAULT_FORWARD_COST = 10e-6  # seconds a gateway adds to each message it forwards
 
@@ -34,7 +35,8 @@ _ROLE_ALIASES = {"login": "frontend"}
 _KEYS = {
     "top level": ("name", "description", "defaults", "networks", "sites", "links"),
     "defaults": ("forward_cost",),
-    "network": ("technology", "latency", "bandwidth", "scope", "subnet", "port_range"),
+    "network": ("technology", "latency", "bandwidth", "scope", "subnet", "port_range",
+                "encrypt", "compress"),
     "site": ("spawner", "login", "hosts", "port_range", "outbound_only"),
     "host": ("name", "slots", "role", "dedicated", "hostname", "forward_cost", "interfaces",
              "outbound_only"),
@@ -196,6 +198,17 @@ def _flag(data, key, where, file):
     return value
 
 
+def _compress(data, where, file):
+    """Return ``data['compress']`` (one of :data:`COMPRESSORS`; ``"none"`` when not given)."""
+    value = data.get("compress", "none")
+    if value is False:      # YAML's ``compress: no``
+        value = "none"
+    if value not in COMPRESSORS:
+        raise _error(f"{where}: compress must be one of {', '.join(COMPRESSORS)}, not "
+                     f"{excerpt(value)}", data, "compress", file=file)
+    return value
+
+
 def _address(text, data, key, where, file):
     """Return ``text`` as an ip address, or raise naming the place."""
     try:
@@ -229,7 +242,9 @@ def _add_networks(G, data, file):
                    latency=_quantity(parse_time, net, "latency", where, file),
                    bandwidth=_quantity(parse_bandwidth, net, "bandwidth", where, file),
                    scope=net.get("scope", "private"), subnet=subnet, site=None,
-                   port_range=_port_range(net, where, file), line=line_of(networks_data, name))
+                   port_range=_port_range(net, where, file),
+                   encrypt=_flag(net, "encrypt", where, file) or False,
+                   compress=_compress(net, where, file), line=line_of(networks_data, name))
 
 
 def _interfaces(G, entry, names, where, file):
@@ -607,6 +622,10 @@ def _format_network(attrs):
         out["subnet"] = attrs["subnet"]
     if attrs.get("port_range"):
         out["port_range"] = format_port_range(attrs["port_range"])
+    if attrs.get("encrypt"):
+        out["encrypt"] = True
+    if attrs.get("compress", "none") != "none":
+        out["compress"] = attrs["compress"]
     return out
 
 

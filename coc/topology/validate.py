@@ -325,7 +325,8 @@ def validate(G: nx.Graph) -> list[str]:
     network's subnet; two sites, or two hosts, that no route joins.
     Warnings: a gateway whose loss would split the sites (single point of failure); a
     network no host and no link uses (one warning for all of them when there are more
-    than five).
+    than five); ``encrypt`` or ``compress`` on a network inside one site (it costs CPU
+    there and protects nothing that leaves the site).
 
     Parameters
     ----------
@@ -356,6 +357,10 @@ def validate(G: nx.Graph) -> list[str]:
     _check_names(G)
     _check_reachable(G)
     found = list(_single_points_of_failure(G))
+    found += [f"network {excerpt(net)} is inside site {excerpt(d['site'])}: its 'encrypt'/"
+              f"'compress' are meant for networks between sites (WAN hops)"
+              for net, d in G.nodes(data=True) if d["kind"] == "network" and d["site"]
+              and (d.get("encrypt") or d.get("compress", "none") != "none")]
     unused = [net for net, d in G.nodes(data=True) if d["kind"] == "network" and not G[net]]
     if len(unused) > 5:   # one warning, not one per network (a file may list thousands)
         found.append(f"{len(unused)} networks are used by no host and no link (in file "

@@ -1,5 +1,5 @@
 /* make_seeds.c — write the committed seed corpus (run from native/ once:
- *   cc -std=c11 -D_GNU_SOURCE -Iinclude -Isrc fuzz/make_seeds.c src/wire.c src/sha256.c && ./a.out)
+ *   cc -std=c11 -D_GNU_SOURCE -Iinclude -Isrc fuzz/make_seeds.c src/wire.c src/crypto.c -lcrypto && ./a.out)
  * fuzz_wire: a valid hello, then valid headers of every frame type.
  * fuzz_session: byte 0 even (handshake first), then valid frames with payloads, and a raw
  * non-coc client (byte 0 odd). */

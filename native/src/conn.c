@@ -6,7 +6,8 @@
  * finds the queue empty writes it itself (coc__conn_send), so a small message leaves
  * without waking the progress thread. Reading (under e->plock) fills a page-aligned
  * buffer and parses frames from it; a large payload whose destination is known is read
- * straight into place (the user's buffer, or the forwarding buffer).
+ * straight into place (the user's buffer, or the forwarding buffer). On a connection with
+ * a record layer (record.h) the same two places, rx_bytes and tx_bytes, go through it.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -131,6 +132,9 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
     c->mine.flags = e->forward ? COC__HELLO_GATEWAY : 0;
     if (outgoing && unix_ && e->shm_ring)
         coc__hs_shm_offer(c);
+    coc__peer *p = outgoing && !unix_ ? coc__map_get(&e->peers, peer_id) : NULL;
+    if (p && p->wire)
+        coc__hs_wire_offer(c, p->wire);
     c->mine.id = e->self;
     if (getrandom(c->mine.nonce, sizeof c->mine.nonce, 0) != sizeof c->mine.nonce) {
         shm_unmap(c);
@@ -315,6 +319,8 @@ static int frame_header(coc__conn *c)
     return 0;
 }
 
+static int conn_read(coc__conn *c);
+
 int coc__conn_unpause(coc__conn *c)
 {
     int rc = coc__forward_begin(c);
@@ -326,7 +332,10 @@ int coc__conn_unpause(coc__conn *c)
     if (rc < 0)
         return rc;
     payload_start(c);
-    return coc__conn_parse(c);
+    rc = coc__conn_parse(c);
+    if (rc >= 0 && c->rec && coc__rec_rx_ready(c->rec))
+        rc = conn_read(c); /* records already read from the socket: no event will come */
+    return rc;
 }
 
 int coc__conn_parse(coc__conn *c)
@@ -350,6 +359,12 @@ int coc__conn_parse(coc__conn *c)
             if ((rc = coc__hs_proof(c, c->rbuf + c->rpos - COC__PROOF_LEN)) < 0)
                 return rc;
             c->rstate = COC__RX_HDR;
+            if (c->rec) { /* what follows are records: hand them to the record layer */
+                size_t room;
+                memcpy(coc__rec_rx_space(c->rec, &room), c->rbuf + c->rpos, c->rlen - c->rpos);
+                coc__rec_rx_fed(c->rec, c->rlen - c->rpos);
+                c->rlen = c->rpos;
+            }
             if (c->ring)
                 c->rlen = c->rpos; /* what follows on the socket are doorbell bytes */
             break;
@@ -388,9 +403,44 @@ static void doorbell(coc__conn *c)
     }
 }
 
+/* Plaintext of the record layer into dst, reading the socket while no whole record is
+ * buffered. Returns less than want only when the socket has nothing more now (or ended);
+ * -1 with errno EBADMSG (c->why set) for a bad record. */
+static ssize_t rec_rx(coc__conn *c, uint8_t *dst, size_t want)
+{
+    coc_engine *e = c->e;
+    size_t done = 0;
+    for (;;) {
+        size_t wire, plain, room;
+        const char *why = NULL;
+        ssize_t n = coc__rec_rx_take(c->rec, dst + done, want - done, &why, &wire, &plain);
+        if (n < 0) {
+            c->why = why;
+            errno = EBADMSG;
+            return -1;
+        }
+        __atomic_fetch_add(&e->stats.record_wire_received, wire, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&e->stats.record_plain_received, plain, __ATOMIC_RELAXED);
+        done += (size_t)n;
+        uint8_t *space = coc__rec_rx_space(c->rec, &room);
+        if (done == want || !room)
+            return (ssize_t)done;
+        ssize_t got = read(c->fd, space, room);
+        if (got > 0) {
+            coc__rec_rx_fed(c->rec, (size_t)got);
+            continue;
+        }
+        if (got < 0 && errno == EINTR)
+            continue;
+        return done ? (ssize_t)done : got; /* an end or error shows on the next call */
+    }
+}
+
 /* Bytes of the stream into dst: > 0 read, 0 end of stream, -1 with errno. */
 static ssize_t rx_bytes(coc__conn *c, uint8_t *dst, size_t want)
 {
+    if (c->rec)
+        return rec_rx(c, dst, want);
     if (c->ring) {
         int bell;
         size_t n = coc__ring_read(&c->rx, dst, want, &bell);
@@ -408,7 +458,8 @@ static ssize_t rx_bytes(coc__conn *c, uint8_t *dst, size_t want)
 
 static int conn_read(coc__conn *c)
 {
-    for (int round = 0; round < READS_PER_EVENT; round++) {
+    /* records the layer holds are read on: no socket event would report them */
+    for (int round = 0; round < READS_PER_EVENT || (c->rec && coc__rec_rx_ready(c->rec)); round++) {
         if (c->rstate == COC__RX_PAUSED || c->state == COC__CS_DEAD)
             return 0;
         uint8_t *dst = NULL;
@@ -430,6 +481,8 @@ static int conn_read(coc__conn *c)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return 0;
+            if (errno == EBADMSG && c->rec)
+                return COC_EPROTO; /* c->why names the bad record */
             c->why = "read failed";
             return -errno;
         }
@@ -447,7 +500,7 @@ static int conn_read(coc__conn *c)
             if (rc < 0)
                 return rc;
         }
-        if ((size_t)n < want)
+        if ((size_t)n < want && !(c->rec && coc__rec_rx_ready(c->rec)))
             return 0;
     }
     return 0; /* more to read: level-triggered polling reports it again */
@@ -650,10 +703,71 @@ static void consume(coc__conn *c, size_t n)
     }
 }
 
+/* Write iov's bytes as records: first what is pending of the last record, then one record
+ * after another while the socket takes them. Returns the iov bytes taken into records
+ * (a record taken but not yet all written is pending: the socket is watched for room),
+ * or -1 with errno (EAGAIN: none taken). */
+static ssize_t rec_tx(coc__conn *c, const struct iovec *iov, int cnt)
+{
+    coc_engine *e = c->e;
+    size_t total = 0, taken = 0;
+    for (int i = 0; i < cnt; i++)
+        total += iov[i].iov_len;
+    for (;;) {
+        const uint8_t *data;
+        size_t pending = coc__rec_tx_pending(c->rec, &data);
+        if (pending) {
+            ssize_t n = send(c->fd, data, pending, MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+                return -1;
+            if (n > 0)
+                coc__rec_tx_done(c->rec, (size_t)n);
+            if (n < 0 || (size_t)n < pending)
+                break; /* the socket is full */
+            continue;
+        }
+        if (taken == total)
+            break;
+        struct iovec rest[IOV_MAX_BATCH];
+        int nrest = 0;
+        size_t skip = taken;
+        for (int i = 0; i < cnt; i++) {
+            if (skip >= iov[i].iov_len) {
+                skip -= iov[i].iov_len;
+                continue;
+            }
+            rest[nrest++] = (struct iovec){(uint8_t *)iov[i].iov_base + skip, iov[i].iov_len - skip};
+            skip = 0;
+        }
+        size_t wire;
+        int raw;
+        ssize_t n = coc__rec_tx_seal(c->rec, rest, nrest, &wire, &raw);
+        if (n < 0) {
+            errno = EIO;
+            return -1;
+        }
+        taken += (size_t)n;
+        e->stats.record_plain_sent += (size_t)n;
+        e->stats.record_wire_sent += wire;
+        e->stats.records_raw += (unsigned)raw;
+    }
+    if (coc__rec_tx_pending(c->rec, NULL))
+        set_out(c, 1);
+    if (!taken && total) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return (ssize_t)taken;
+}
+
 /* Write iov to the peer: into the ring once it is in use, else onto the socket.
  * Returns bytes written or -1 with errno (EAGAIN: full; a full ring's reader rings). */
 static ssize_t tx_bytes(coc__conn *c, struct iovec *iov, int cnt)
 {
+    if (c->rec)
+        return rec_tx(c, iov, cnt);
     if (!on_ring(c)) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
         return sendmsg(c->fd, &mh, MSG_NOSIGNAL);
@@ -684,6 +798,13 @@ void coc__conn_flush(coc__conn *c)
     }
     if (rc == 1 || !c->authed) {
         set_out(c, rc == 1);
+        return;
+    }
+    if (c->rec && !c->head) { /* only the rest of a record to write */
+        if (rec_tx(c, NULL, 0) < 0)
+            coc__conn_fail(c, -errno, "write failed");
+        else
+            set_out(c, coc__rec_tx_pending(c->rec, NULL) != 0);
         return;
     }
     uint64_t now = 0;
@@ -742,7 +863,7 @@ void coc__conn_flush(coc__conn *c)
             return;
         }
     }
-    set_out(c, 0);
+    set_out(c, coc__rec_tx_pending(c->rec, NULL) != 0);
 }
 
 /* A gateway's forwarded frame queued while the progress holder handles a batch of input
@@ -868,6 +989,7 @@ static void conn_free(coc_engine *e, coc__conn *c)
             break;
         }
     shm_unmap(c);
+    coc__rec_free(c->rec);
     __atomic_store_n(&e->conns[slot], NULL, __ATOMIC_RELEASE);
     close(c->fd);
     free(c->rbuf);

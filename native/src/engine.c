@@ -474,7 +474,7 @@ static void linger(coc_engine *e)
         pthread_mutex_lock(&e->lock);
         for (size_t i = 0; i < COC__MAX_CONNS && !busy; i++) {
             coc__conn *c = e->conns[i];
-            busy = c && c->state != COC__CS_DEAD && c->head;
+            busy = c && c->state != COC__CS_DEAD && (c->head || coc__rec_tx_pending(c->rec, NULL));
         }
         pthread_mutex_unlock(&e->lock);
         if (!busy || coc__now_ns() > until)
@@ -715,6 +715,19 @@ int coc_engine_set_peer_delay(coc_engine *e, uint32_t id, uint64_t delay_ns)
         if (c)
             c->delay_ns = delay_ns;
     }
+    pthread_mutex_unlock(&e->lock);
+    return p ? 0 : -ENOMEM;
+}
+
+int coc_engine_set_peer_wire(coc_engine *e, uint32_t id, uint32_t flags)
+{
+    if (!e || id == e->self || flags & ~(uint32_t)(COC_WIRE_ENCRYPT | COC_WIRE_ZSTD | COC_WIRE_LZ4) ||
+        ((flags & COC_WIRE_ZSTD) && (flags & COC_WIRE_LZ4)))
+        return COC_EINVAL;
+    pthread_mutex_lock(&e->lock);
+    coc__peer *p = peer_entry(e, id);
+    if (p)
+        p->wire = flags; /* for connections made from now on */
     pthread_mutex_unlock(&e->lock);
     return p ? 0 : -ENOMEM;
 }

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "coc/coc.h"
+#include "record.h"
 #include "route.h"
 #include "shm.h"
 #include "wire.h"
@@ -191,6 +192,9 @@ struct coc__conn {
     coc__ring tx, rx;                  /* mapped (tx.ctl set) when this connection uses shm */
     uint8_t ring;                      /* reading from rx (after the proof) */
     coc__conn *next_shm;               /* e->shm list; changed with both locks held */
+    /* record layer (record.h): set at the proof on a TCP connection whose connector asked */
+    coc__rec *rec;
+    uint32_t wire;                     /* acceptor: its own COC_WIRE_* for the peer (hello) */
 };
 
 typedef struct coc__peer {
@@ -200,6 +204,7 @@ typedef struct coc__peer {
     char unix_name[108];               /* set only when the peer is on this host and netns */
     uint64_t conn_key;                 /* the connection we send on, 0 if none */
     uint64_t delay_ns;
+    uint32_t wire;                     /* COC_WIRE_*: record layer on connections to it */
 } coc__peer;
 
 /* Eager credit with one other endpoint (docs/wire-protocol.md "Credits"). A sender may
@@ -314,6 +319,7 @@ int coc__conn_rings_idle(coc_engine *e, int on);
 
 /* handshake.c */
 void coc__hs_shm_offer(coc__conn *c);                             /* at set-up: offer shm */
+void coc__hs_wire_offer(coc__conn *c, uint32_t wire);             /* at set-up: ask for records */
 int coc__hs_hello(coc__conn *c, const uint8_t *bytes);            /* plock: their hello came */
 int coc__hs_proof(coc__conn *c, const uint8_t *bytes);            /* plock: their proof came */
 ssize_t coc__hs_recv_hello(coc__conn *c, uint8_t *dst, size_t want); /* plock: acceptor's read */

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "engine.h"
-#include "sha256.h"
+#include "crypto.h"
 
 /* Map a segment's two rings: the connector writes ring 0, the acceptor ring 1. */
 static int shm_map(coc__conn *c, int fd, size_t size)
@@ -42,6 +42,53 @@ void coc__hs_shm_offer(coc__conn *c)
     }
     c->shm_fd = fd;
     c->mine.flags |= COC__HELLO_SHM;
+}
+
+/* Connector over TCP to a peer whose link is marked (coc_engine_set_peer_wire): ask for
+ * the record layer in the hello. */
+void coc__hs_wire_offer(coc__conn *c, uint32_t wire)
+{
+    c->mine.flags |= (wire & COC_WIRE_ENCRYPT ? COC__HELLO_SEAL : 0) |
+                     (wire & COC_WIRE_ZSTD ? COC__HELLO_ZSTD : 0) |
+                     (wire & COC_WIRE_LZ4 ? COC__HELLO_LZ4 : 0);
+}
+
+/* lock. Acceptor: its own marking of the peer whose hello came. A peer it must talk to
+ * encrypted that does not ask for encryption is refused before any proof. */
+static int wire_policy(coc__conn *c)
+{
+    const coc__peer *p = coc__map_get(&c->e->peers, c->peer_id);
+    c->wire = p ? p->wire : 0;
+    if ((c->wire & COC_WIRE_ENCRYPT) && !(c->theirs.flags & COC__HELLO_SEAL) && !c->unix_) {
+        c->why = "its link must be encrypted (the topology marks its network), but its hello "
+                 "does not ask for encryption";
+        return COC_EAUTH;
+    }
+    return 0;
+}
+
+/* lock: at a good proof, start the record layer when the connector asked for it on TCP. */
+static int start_records(coc__conn *c)
+{
+    const coc__hello *conn = c->outgoing ? &c->mine : &c->theirs;
+    const coc__hello *acc = c->outgoing ? &c->theirs : &c->mine;
+    if (c->unix_ || !(conn->flags & COC__HELLO_RECORDS))
+        return 0;
+    uint32_t own = c->outgoing ? 0 : c->wire;
+    int codec = own & COC_WIRE_ZSTD               ? COC__CODEC_ZSTD
+                : own & COC_WIRE_LZ4              ? COC__CODEC_LZ4
+                : conn->flags & COC__HELLO_ZSTD   ? COC__CODEC_ZSTD
+                : conn->flags & COC__HELLO_LZ4    ? COC__CODEC_LZ4
+                                                  : COC__CODEC_NONE;
+    int seal = (conn->flags & COC__HELLO_SEAL) != 0;
+    c->rec = coc__rec_new(c->pair_key, COC_KEY_LEN, conn->nonce, acc->nonce, COC__NONCE_LEN,
+                          conn->flags, c->outgoing, seal, codec);
+    if (!c->rec)
+        return -ENOMEM;
+    static const char *const codecs[] = {"uncompressed", "zstd", "lz4"};
+    coc__log(c->e, "%s: record layer, %s, %s", c->name, seal ? "encrypted" : "not encrypted",
+             codecs[codec]);
+    return 0;
 }
 
 static const coc_peer_key *issued_key(const coc_engine *e, uint32_t id)
@@ -129,6 +176,10 @@ int coc__hs_hello(coc__conn *c, const uint8_t *bytes)
     const coc__hello *conn = c->outgoing ? &c->mine : &c->theirs;
     const coc__hello *acc = c->outgoing ? &c->theirs : &c->mine;
     pthread_mutex_lock(&e->lock);
+    if (!c->outgoing && (rc = wire_policy(c)) < 0) {
+        pthread_mutex_unlock(&e->lock);
+        return rc;
+    }
     coc__proof(c->pair_key, COC_KEY_LEN, c->mine.role, conn, acc, c->hs_out + c->hs_len);
     c->hs_len += COC__PROOF_LEN;
     coc__conn_flush(c);
@@ -195,6 +246,12 @@ int coc__hs_proof(coc__conn *c, const uint8_t *bytes)
                  "connection claiming its id is dropped", c->name, c->peer_id, twin->where);
         pthread_mutex_unlock(&e->lock);
         return COC_EAUTH;
+    }
+    int rc = c->state != COC__CS_DEAD ? start_records(c) : 0;
+    if (rc < 0) {
+        c->why = "no memory for its record layer";
+        pthread_mutex_unlock(&e->lock);
+        return rc;
     }
     if (c->state != COC__CS_DEAD) {
         c->authed = 1;

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "coc/coc.h"
-#include "sha256.h"
+#include "crypto.h"
 #include "wire.h"
 
 #define COC_STR2(x) #x
@@ -52,17 +52,10 @@ static int crypto_ok(void)
                                      0x39, 0x83, 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
     static const char what[] = "what do ya want for nothing?";
     uint8_t out[32];
-    coc__sha256 sha;
-    coc__hmac mac;
-    coc__sha256_init(&sha);
-    coc__sha256_update(&sha, "abc", 3);
-    coc__sha256_final(&sha, out);
-    if (memcmp(out, abc, 32) != 0)
+    const coc__bytes msg = {"abc", 3}, text = {what, sizeof what - 1};
+    if (coc__sha256(&msg, 1, out) < 0 || memcmp(out, abc, 32) != 0)
         return 0;
-    coc__hmac_init(&mac, "Jefe", 4);
-    coc__hmac_update(&mac, what, sizeof what - 1);
-    coc__hmac_final(&mac, out);
-    return memcmp(out, jefe, 32) == 0;
+    return coc__hmac_sha256("Jefe", 4, &text, 1, out) == 0 && memcmp(out, jefe, 32) == 0;
 }
 
 /* A header survives encoding and decoding; a broken one is refused. */

@@ -118,11 +118,12 @@ def gateway():
     started = []
 
     def start(self_id, *, secret=SECRET, peers=None, routes=None, options=None,
-              port_range=(0, 0)):
+              port_range=(0, 0), wire=None):
         log = tempfile.TemporaryFile()
         gw = GatewayProcess({"self_id": self_id, "secret": secret, "peers": peers or {},
                              "routes": routes or {}, "options": options or {},
-                             "port_range": list(port_range)}, timeout=TIMEOUT, stderr=log)
+                             "port_range": list(port_range), "wire": wire or {}},
+                            timeout=TIMEOUT, stderr=log)
         gw.log = log
         started.append((gw, log))
         return gw

@@ -160,3 +160,23 @@ sites:
   a: {hosts: [{name: g, role: gateway, interfaces: [a-lan, b-lan]}]}
 """)
     assert (G.nodes["b-lan"]["latency"], G.nodes["b-lan"]["bandwidth"]) == (5e-6, 1.25e9)
+
+
+def test_wan_encrypt_and_compress_round_trip():
+    text = """
+networks:
+  lan: {latency: 20us, bandwidth: 10Gbit/s}
+  wan: {latency: 1ms, bandwidth: 1Gbit/s, encrypt: true, compress: zstd}
+sites:
+  a: {hosts: [{name: a1, interfaces: [lan]}, {name: gw, role: gateway, interfaces: [lan, wan]}]}
+  b: {hosts: [{name: b1, interfaces: [wan]}]}
+"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TopologyWarning)
+        G = loads(text)
+        again = from_dict(to_dict(G))
+    assert (G.nodes["wan"]["encrypt"], G.nodes["wan"]["compress"]) == (True, "zstd")
+    assert (G.nodes["lan"]["encrypt"], G.nodes["lan"]["compress"]) == (False, "none")
+    assert to_dict(G)["networks"]["wan"]["encrypt"] is True
+    assert "encrypt" not in to_dict(G)["networks"]["lan"]
+    assert again.nodes["wan"]["compress"] == "zstd"

@@ -90,6 +90,9 @@ EXPECTED = {
     "outbound-compute": (7, "host 'n2': only a gateway can be outbound_only (role is "
                             "'compute'); mark its site outbound_only instead"),
     "outbound-not-bool": (5, "site 'a': outbound_only must be true or false, not 'sometimes'"),
+    # Encrypted and compressed WAN hops (docs/topology.md "Encryption and compression").
+    "bad-compress": (2, "network 'wan': compress must be one of none, zstd, lz4, not 'gzip'"),
+    "encrypt-not-bool": (2, "network 'wan': encrypt must be true or false, not 'maybe'"),
 }
 
 
@@ -183,3 +186,10 @@ def test_many_sites_behind_one_gateway_are_summarised():
     assert len(found) == 8
     assert found[2] == ("sites s0, s1, s3, s4, s5 and 2 more and site s2 are joined only "
                         "through gateway 's2gw' (single point of failure)")
+
+
+def test_encrypt_or_compress_inside_one_site_warns():
+    with pytest.warns(TopologyWarning, match="network 'lan' is inside site 'a': its "
+                      "'encrypt'/'compress' are meant for networks between sites"):
+        loads("networks: {lan: {latency: 1us, bandwidth: 1Gbit/s, encrypt: true}}\n"
+              "sites: {a: {hosts: [{name: n1, interfaces: [lan]}]}}\n")

@@ -45,8 +45,8 @@ const char *coc_strerror(int rc);
 int coc_is_coc_error(int rc);
 
 /*
- * Run the engine's built-in self-test: checks the pieces that need no peer (SHA-256 and
- * HMAC known answers, the frame header codec, the error table). Returns 0 when all pass,
+ * Run the engine's built-in self-test: checks the pieces that need no peer (libcrypto's
+ * SHA-256 and HMAC known answers, the frame header codec, the error table). Returns 0 when all pass,
  * else the negative code of the first failure (COC_EPROTO for the hash or codec).
  * Blocking, thread-safe, allocates nothing that outlives the call.
  */
@@ -355,6 +355,13 @@ typedef struct coc_stats {
     uint64_t spin_budget_ns;        /* the adaptive spin budget now */
     uint64_t waits_contended;       /* spins cut short: a yield ran other work on this CPU */
     uint64_t waits_unspun;          /* waits that did not spin: no core was free */
+
+    /* -- added in session 4 too: the record layer (coc_engine_set_peer_wire; append only) -- */
+    uint64_t record_plain_sent;     /* stream bytes that went into records sent */
+    uint64_t record_wire_sent;      /* bytes of those records on the wire (headers, tags) */
+    uint64_t record_plain_received; /* stream bytes taken out of records received */
+    uint64_t record_wire_received;  /* bytes of those records on the wire */
+    uint64_t records_raw;           /* records sent uncompressed after trying: no gain */
 } coc_stats;
 
 int coc_engine_stats(coc_engine *e, coc_stats *st);
@@ -373,6 +380,23 @@ int coc_engine_take_log(coc_engine *e, char *buf, size_t len);
  * connections) waits on it until its link is up before the job's ranks start.
  */
 int coc_engine_peer_connected(coc_engine *e, uint32_t id);
+
+/*
+ * The record layer (added after 0.1.0; docs/wire-protocol.md "Record layer"). A connection
+ * this engine dials over TCP to endpoint `id` after this call carries its frames in
+ * records: encrypted (AES-256-GCM, keys derived from the authenticated handshake) with
+ * COC_WIRE_ENCRYPT, compressed with zstd or lz4 (adaptively: incompressible data goes raw)
+ * with COC_WIRE_ZSTD or COC_WIRE_LZ4. The connector's hello announces it and both ends
+ * use it in both directions. As the accepting end, an engine told COC_WIRE_ENCRYPT for
+ * `id` refuses (COC_EAUTH) a connection from `id` that does not ask for encryption, and
+ * compresses what it sends back with its own codec (else the connector's). Unix-socket
+ * and shared-memory connections (same host) never use it. 0 turns it off. COC_EINVAL for
+ * unknown flags or two codecs.
+ */
+#define COC_WIRE_ENCRYPT 0x1
+#define COC_WIRE_ZSTD 0x2
+#define COC_WIRE_LZ4 0x4
+int coc_engine_set_peer_wire(coc_engine *e, uint32_t id, uint32_t flags);
 
 #ifdef __cplusplus
 }
