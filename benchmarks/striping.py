@@ -27,7 +27,7 @@ import time
 
 import coc.testbed
 from coc.topology import load
-from coc.gateway import GatewayProcess
+from coc.gatewayclient import GatewayProcess
 
 TIMEOUT = 60
 PORT = 7500

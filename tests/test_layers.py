@@ -33,11 +33,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "coc"
 
 #: (module, imported module) pairs that break a rule today, with why and when they go.
 ALLOWED = {
-    # The shepherd (run by a site's mpiexec, never by coc.init()) starts the rank with the
-    # agent's die_with_parent, imported inside shepherd(). Moves out with the shepherd when
-    # the control protocol becomes one (issue 18, item 3).
-    ("coc.rendezvous", "coc.launcher.agent"):
-        "shepherd() borrows the agent's die_with_parent (issue 18 item 3)",
     # Two coc.comm modules open or drive the engine through the adapter: the world (opens it)
     # and sitempi (chooses the site's MPI or the engine). One engine port in coc.comm owns
     # both next session (issue 18, item 2); then only the port imports coc._native.

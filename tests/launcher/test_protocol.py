@@ -14,9 +14,9 @@ from coc.rendezvous import _state, credentials, rendezvous
 @pytest.fixture(autouse=True)
 def _fresh_rank_side():
     """Each test is a new rank: forget the socket and welcome of the one before."""
-    _state.update(socket=None, welcome=None)
+    _state.update(socket=None, reader=None, welcome=None)
     yield
-    _state.update(socket=None, welcome=None)
+    _state.update(socket=None, reader=None, welcome=None)
 
 
 def _read_all(data):
