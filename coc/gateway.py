@@ -236,8 +236,9 @@ def _next(reader, stop_fd, interval=None, idle=None):
     """Return the driver's next message, None at EOF, or :data:`STOP` on a stop signal.
 
     ``idle()`` (if given) runs at least every ``interval`` seconds while the daemon waits.
+    A poll(2) selector, set up anew for each message without a system call of its own.
     """
-    with selectors.DefaultSelector() as sel:
+    with selectors.PollSelector() as sel:
         sel.register(reader.fileno(), selectors.EVENT_READ)
         if stop_fd is not None:
             sel.register(stop_fd, selectors.EVENT_READ)

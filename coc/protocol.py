@@ -174,7 +174,7 @@ class MessageReader:
             On a garbled message, an end inside one, or no message within ``timeout``.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        with selectors.DefaultSelector() as sel:
+        with selectors.PollSelector() as sel:       # poll(2): no descriptor of its own
             sel.register(self.fd, selectors.EVENT_READ)
             while (message := self.next()) is None:
                 if self.eof:
