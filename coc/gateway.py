@@ -232,26 +232,31 @@ def _handle(eng, message):
 STOP = "stop"
 
 
-def _next(reader, stop_fd, interval=None, idle=None):
+def _waiting(reader, stop_fd):
+    """Return a poll(2) selector on ``reader`` and ``stop_fd`` (if given), for :func:`_next`."""
+    sel = selectors.PollSelector()
+    sel.register(reader.fileno(), selectors.EVENT_READ)
+    if stop_fd is not None:
+        sel.register(stop_fd, selectors.EVENT_READ)
+    return sel
+
+
+def _next(reader, sel, stop_fd, interval=None, idle=None):
     """Return the driver's next message, None at EOF, or :data:`STOP` on a stop signal.
 
-    ``idle()`` (if given) runs at least every ``interval`` seconds while the daemon waits.
-    A poll(2) selector, set up anew for each message without a system call of its own.
+    ``sel`` comes from :func:`_waiting`. ``idle()`` (if given) runs at least every
+    ``interval`` seconds while the daemon waits.
     """
-    with selectors.PollSelector() as sel:
-        sel.register(reader.fileno(), selectors.EVENT_READ)
-        if stop_fd is not None:
-            sel.register(stop_fd, selectors.EVENT_READ)
-        while (message := reader.next()) is None:
-            if reader.eof:
-                return None
-            ready = sel.select(interval)
-            if idle is not None:
-                idle()
-            if any(key.fd == stop_fd for key, _ in ready):
-                return STOP
-            if ready:
-                reader.fill()
+    while (message := reader.next()) is None:
+        if reader.eof:
+            return None
+        ready = sel.select(interval)
+        if idle is not None:
+            idle()
+        if any(key.fd == stop_fd for key, _ in ready):
+            return STOP
+        if ready:
+            reader.fill()
     return message
 
 
@@ -261,13 +266,14 @@ def serve(eng, reader, log_interval, stop_fd=None):
 
     Returns ``"eof"``, or ``"stop"`` once ``stop_fd`` (if given) becomes readable.
     """
-    while True:
-        message = _next(reader, stop_fd, log_interval, lambda: _move_log(eng))
-        if message is None:
-            return "eof"
-        if message == STOP:
-            return STOP
-        _handle(eng, message)
+    with _waiting(reader, stop_fd) as sel:
+        while True:
+            message = _next(reader, sel, stop_fd, log_interval, lambda: _move_log(eng))
+            if message is None:
+                return "eof"
+            if message == STOP:
+                return STOP
+            _handle(eng, message)
 
 
 def main(argv=None):
@@ -277,7 +283,8 @@ def main(argv=None):
     stop = _StopSignals()
     reader = protocol.MessageReader(0, "coc.gateway's driver (stdin)")
     try:
-        first = _next(reader, stop.fd)
+        with _waiting(reader, stop.fd) as sel:
+            first = _next(reader, sel, stop.fd)
         if first == STOP:
             _end_by(stop.signum)
         if first is None:
