@@ -4,10 +4,10 @@
 are the control channel (:mod:`coc.protocol` framing). The agent starts the ranks and
 gateway daemons the job message lists, each in its own process group, streams the ranks'
 output, relays the rendezvous (ranks: over inherited socket pairs; gateway daemons: over
-their stdin/stdout, with :mod:`coc.gatewayclient`'s messages), reports every exit, and on ``stop`` (or
-when the channel closes) ends them all: SIGTERM, then SIGKILL after the grace period. A rank's
-rendezvous socket stays open after the rendezvous: through it the agent asks the rank for its
-``status`` (coc-run's watchdog) and passes on ``exited`` notices.
+their stdin/stdout, with :mod:`coc.gatewayclient`'s messages), reports every exit, and on
+``stop`` (or when the channel closes) ends them all: SIGTERM, then SIGKILL after the grace
+period. A rank's rendezvous socket stays open after the rendezvous: through it the agent
+asks the rank for its ``status`` (coc-run's watchdog) and passes on ``exited`` notices.
 """
 
 import asyncio
@@ -132,7 +132,7 @@ class Agent:
         """Act on messages from ``coc-run``; its disappearance stops the job here."""
         while True:
             try:
-                message = await protocol.read_message(self.reader)
+                message = await protocol.read_message(self.reader, "coc-run")
             except CocError as exc:
                 await self.send({"type": "error", "message": f"agent: {exc}"})
                 message = None
@@ -300,7 +300,7 @@ class Agent:
         """
         reader, writer = await asyncio.open_unix_connection(sock=sock)
         try:
-            message = await protocol.read_message(reader)
+            message = await protocol.read_message(reader, f"rank {rank}")
         except (ConnectionError, CocError) as exc:
             message = None
             if isinstance(exc, CocError):
@@ -346,7 +346,8 @@ class Agent:
     async def follow_rank(self, child, reader):
         """Take a rank's answers on its control socket until the rank closes it."""
         try:
-            while (message := await protocol.read_message(reader)) is not None:
+            peer = f"rank {child.ident}"
+            while (message := await protocol.read_message(reader, peer)) is not None:
                 if message["type"] == "status":
                     self._answered(child, message)
         except (ConnectionError, CocError):

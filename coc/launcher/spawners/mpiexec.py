@@ -175,7 +175,8 @@ async def _attach(agent, conn, ranks, attached):
     """Serve one shepherd: give it its rank's command, environment and fds; adopt the rank."""
     loop = asyncio.get_running_loop()
     hello = protocol.decode(await _read_exactly(
-        loop, conn, protocol.decode_length(await _read_exactly(loop, conn, 4))))
+        loop, conn, protocol.decode_length(await _read_exactly(loop, conn, 4), "a shepherd")),
+        "a shepherd")
     index = hello.get("index")
     if not isinstance(index, int) or not 0 <= index < len(ranks) or index in attached:
         raise LaunchError(f"a shepherd claims PMI_RANK {index!r} of {len(ranks)}")
