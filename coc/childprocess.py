@@ -16,6 +16,6 @@ _PR_SET_PDEATHSIG = 1
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
 
 
-def die_with_parent():
+def die_with_parent() -> None:
     """Ask the kernel to SIGKILL this child if its parent dies (run between fork and exec)."""
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -12,7 +12,11 @@ asyncio with the same builders and :func:`answer`.
 This module loads neither the engine nor the launcher: both sides import it.
 """
 
+from __future__ import annotations
+
 import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from typing import IO, Any
 
 from coc import protocol
 from coc.errors import LaunchError
@@ -21,15 +25,15 @@ from coc.pycommand import python_argv
 __all__ = ["STATUS", "config", "update", "answer", "GatewayProcess"]
 
 #: The request for a daemon's stats, answered ``{"type": "status", "stats": {...}}``.
-STATUS = {"type": "status"}
+STATUS: dict[str, Any] = {"type": "status"}
 
 
-def _json_keys(table):
+def _json_keys(table: Mapping[Any, Any] | None) -> dict[str, Any]:
     """Return ``table`` with endpoint-id keys as strings, the way JSON carries them."""
     return {str(k): v for k, v in (table or {}).items()}
 
 
-def config(doc):
+def config(doc: Mapping[str, Any]) -> dict[str, Any]:
     """Return the ``config`` message of a daemon from ``doc`` (see ``coc.gateway.parse_config``).
 
     ``secret`` may be bytes, and the keys of ``peers`` and ``routes`` integers.
@@ -48,7 +52,9 @@ def config(doc):
     return message
 
 
-def update(peers=None, routes=None, connect=(), dial=(), dial_timeout=None):
+def update(peers: Mapping[Any, str] | None = None, routes: Mapping[Any, Any] | None = None,
+           connect: Iterable[int] = (), dial: Iterable[int] = (),
+           dial_timeout: float | None = None) -> dict[str, Any]:
     """Return an ``update`` message: add ``peers`` ({id: address}) and ``routes`` ({dest:
     [[hop, weight], ...]}), connect to the next hops ``connect`` at once, and connect to
     ``dial`` answering only once those links are up (bounded by ``dial_timeout`` seconds).
@@ -58,7 +64,7 @@ def update(peers=None, routes=None, connect=(), dial=(), dial_timeout=None):
     >>> update({2: "tcp://b:1"}, dial=[2])
     {'type': 'update', 'peers': {'2': 'tcp://b:1'}, 'dial': [2]}
     """
-    message = {"type": "update"}
+    message: dict[str, Any] = {"type": "update"}
     for key, value in (("peers", _json_keys(peers)), ("routes", _json_keys(routes)),
                        ("connect", list(connect)), ("dial", list(dial)),
                        ("dial_timeout", dial_timeout)):
@@ -67,7 +73,7 @@ def update(peers=None, routes=None, connect=(), dial=(), dial_timeout=None):
     return message
 
 
-def answer(message, peer):
+def answer(message: dict[str, Any], peer: str) -> dict[str, Any]:
     """Return a daemon's answer ``message``; raise :class:`LaunchError` for an ``error``.
 
     ``peer`` names the daemon in the error (``"gateway daemon 10"``).
@@ -99,15 +105,19 @@ class GatewayProcess:
         Where the daemon's log goes (default: inherited).
     """
 
-    def __init__(self, doc, *, module="coc.gateway", prefix=(), timeout=30.0, stderr=None):
+    def __init__(self, doc: Mapping[str, Any], *, module: str = "coc.gateway",
+                 prefix: Sequence[str] = (), timeout: float = 30.0,
+                 stderr: IO[Any] | int | None = None) -> None:
         self.module, self.timeout = module, timeout
         self.proc = subprocess.Popen([*prefix, *python_argv(module)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=stderr)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._stdin, self._stdout = self.proc.stdin, self.proc.stdout
         self.pid = self.proc.pid
         self.peer = f"{module} (pid {self.pid})"
-        self._reader = protocol.MessageReader(self.proc.stdout.fileno(), self.peer)
-        self.final = None
+        self._reader = protocol.MessageReader(self._stdout.fileno(), self.peer)
+        self.final: dict[str, Any] | None = None
         try:
             self.hello = self.request(config(doc))
         except BaseException:
@@ -115,7 +125,7 @@ class GatewayProcess:
             raise
         self.address = self.hello["address"]
 
-    def read(self, timeout=None):
+    def read(self, timeout: float | None = None) -> dict[str, Any]:
         """Return the daemon's next message (see :func:`answer`).
 
         ``timeout`` in seconds defaults to the one given to the constructor.
@@ -133,15 +143,17 @@ class GatewayProcess:
             raise LaunchError(f"{self.peer} exited with code {code} without answering")
         return answer(message, self.peer)
 
-    def request(self, message, timeout=None):
+    def request(self, message: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """Send one message and return the daemon's answer (see :meth:`read`)."""
         try:
-            protocol.write_message(self.proc.stdin.fileno(), message)
+            protocol.write_message(self._stdin.fileno(), message)
         except BrokenPipeError:
             pass                      # it has ended: read() reports how
         return self.read(timeout)
 
-    def update(self, peers=None, routes=None, connect=()):
+    def update(self, peers: Mapping[Any, str] | None = None,
+               routes: Mapping[Any, Any] | None = None,
+               connect: Iterable[int] = ()) -> dict[str, Any]:
         """Add peers (``{id: address}``) and routes (``{dest: [[hop, weight], ...]}``);
         connect to the next hops ``connect`` at once.
 
@@ -149,22 +161,22 @@ class GatewayProcess:
         """
         return self.request(update(peers, routes, connect))["stats"]
 
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         """Return the daemon's current engine stats."""
         return self.request(STATUS)["stats"]
 
-    def stop(self, timeout=None):
+    def stop(self, timeout: float | None = None) -> dict[str, Any] | None:
         """Close stdin (the daemon's signal to exit) and return its final ``exit`` message."""
         if self.final is None and self.proc.poll() is None:
             try:
-                self.proc.stdin.close()
+                self._stdin.close()
                 self.final = self.read(timeout)
                 self.proc.wait(timeout=self.timeout)
             finally:
                 self.kill()
         return self.final
 
-    def kill(self):
+    def kill(self) -> None:
         """Terminate the daemon (KILL after a grace period) and reap it."""
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -173,14 +185,14 @@ class GatewayProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout):
+        for f in (self._stdin, self._stdout):
             try:
                 f.close()
             except OSError:  # stdin may hold unflushed bytes for a dead pipe
                 pass
 
-    def __enter__(self):
+    def __enter__(self) -> GatewayProcess:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.kill()

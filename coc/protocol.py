@@ -12,6 +12,8 @@ announced length against :data:`MAX_MESSAGE` before taking the body, and both ra
 :class:`~coc.errors.ControlError` naming the peer they read from.
 """
 
+from __future__ import annotations
+
 import asyncio
 import base64
 import json
@@ -19,6 +21,7 @@ import os
 import selectors
 import struct
 import time
+from typing import Any
 
 from coc.errors import ControlError
 
@@ -32,7 +35,7 @@ _HEADER = struct.Struct(">I")
 _CHUNK = 1 << 16        # bytes a MessageReader asks the kernel for at once
 
 
-def encode(message):
+def encode(message: dict[str, Any]) -> bytes:
     """Return ``message`` (a dict with a ``"type"``) framed for the wire.
 
     Examples
@@ -46,7 +49,7 @@ def encode(message):
     return _HEADER.pack(len(body)) + body
 
 
-def decode_length(header, peer="peer"):
+def decode_length(header: bytes | bytearray, peer: str = "peer") -> int:
     """Return the body length a 4-byte header from ``peer`` announces, refusing oversized ones."""
     (length,) = _HEADER.unpack(header)
     if length > MAX_MESSAGE:
@@ -55,7 +58,7 @@ def decode_length(header, peer="peer"):
     return length
 
 
-def decode(body, peer="peer"):
+def decode(body: bytes, peer: str = "peer") -> dict[str, Any]:
     """Return the message object held in ``body`` (from ``peer``): a dict with a type.
 
     Examples
@@ -72,7 +75,8 @@ def decode(body, peer="peer"):
     return message
 
 
-async def read_message(reader, peer="peer"):
+async def read_message(reader: asyncio.StreamReader,
+                       peer: str = "peer") -> dict[str, Any] | None:
     """Return the next message from an ``asyncio.StreamReader``, or None at a clean EOF.
 
     ``peer`` names the other end in errors (``"rank 3"``, ``"site a's agent"``).
@@ -91,7 +95,7 @@ async def read_message(reader, peer="peer"):
     return decode(body, peer)
 
 
-async def send_message(writer, message):
+async def send_message(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
     """Write one message to an ``asyncio.StreamWriter`` and wait until it is flushed."""
     writer.write(encode(message))
     await writer.drain()
@@ -117,16 +121,16 @@ class MessageReader:
         together with file descriptors).
     """
 
-    def __init__(self, fd, peer, data=b""):
+    def __init__(self, fd: int, peer: str, data: bytes = b"") -> None:
         self.fd, self.peer = fd, peer
         self._buffer = bytearray(data)
         self.eof = False
 
-    def fileno(self):
+    def fileno(self) -> int:
         """Return the descriptor read (for ``selectors``)."""
         return self.fd
 
-    def fill(self):
+    def fill(self) -> bool:
         """Read once what ``fd`` holds (blocking if nothing); return False at end of file.
 
         Raises
@@ -147,7 +151,7 @@ class MessageReader:
             raise ControlError(f"{self.peer}: control channel closed inside a message {where}")
         return False
 
-    def next(self):
+    def next(self) -> dict[str, Any] | None:
         """Return the next complete message already read, or None if none is whole yet.
 
         The announced length is checked as soon as the header is in, before the body.
@@ -162,7 +166,7 @@ class MessageReader:
         del self._buffer[:end]
         return decode(body, self.peer)
 
-    def read(self, timeout=None):
+    def read(self, timeout: float | None = None) -> dict[str, Any] | None:
         """Return the next message, or None at a clean end of file.
 
         ``timeout`` (seconds; None waits as long as it takes) bounds the wait for the whole
@@ -186,14 +190,14 @@ class MessageReader:
         return message
 
 
-def write_message(fd, message):
+def write_message(fd: int, message: dict[str, Any]) -> None:
     """Write one message to the file descriptor ``fd``, all of it (blocking)."""
     data = memoryview(encode(message))
     while data:
         data = data[os.write(fd, data):]
 
 
-def pack_bytes(data):
+def pack_bytes(data: bytes) -> str:
     """Return ``data`` as text fit for a JSON message (base64).
 
     Examples
@@ -204,6 +208,6 @@ def pack_bytes(data):
     return base64.b64encode(data).decode("ascii")
 
 
-def unpack_bytes(text):
+def unpack_bytes(text: str) -> bytes:
     """Return the bytes :func:`pack_bytes` turned into ``text``."""
     return base64.b64decode(text)
