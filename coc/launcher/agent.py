@@ -82,7 +82,7 @@ class Child:
         self.reported = None      # called once its exit has gone to coc-run
         self.channel = None       # a rank's control socket (writer) after the rendezvous
         self.follower = None      # the task reading the rank's answers on it
-        self.asked = None         # future of the answer to the status request in flight
+        self.asked = collections.deque()  # futures of status requests in flight, oldest first
 
     @property
     def key(self):
@@ -354,8 +354,16 @@ class Agent:
             pass
 
     def _answered(self, child, answer):
-        if child.asked is not None and not child.asked.done():
-            child.asked.set_result(answer)
+        """Give ``answer`` to the oldest status request of ``child`` still waiting.
+
+        Answers come in the order of the requests; one whose request has given up (its
+        future cancelled) goes to the next, as the newer status it is.
+        """
+        while child.asked:
+            future = child.asked.popleft()
+            if not future.done():
+                future.set_result(answer)
+                return
 
     def tell_ranks(self, message):
         """Write ``message`` to every live rank's control socket (a closed one is skipped)."""
@@ -369,10 +377,12 @@ class Agent:
 
         Ranks answer with their progress and pending operations, gateway daemons with their
         engine stats; one that does not answer within ``timeout`` seconds is reported as
-        None (a rank busy outside coc, without releasing the GIL, cannot answer).
+        None (a rank busy outside coc, without releasing the GIL, cannot answer). Requests
+        may overlap (a new one before an unanswered one has timed out): each has its own
+        futures.
         """
         loop = asyncio.get_running_loop()
-        asked = []
+        asked = {}
         for child in self.children:
             if child.process.returncode is not None:
                 continue
@@ -383,15 +393,15 @@ class Agent:
                 child.process.stdin.write(protocol.encode(gatewayclient.STATUS))
             else:
                 continue
-            child.asked = loop.create_future()
-            asked.append(child)
+            asked[child] = loop.create_future()
+            child.asked.append(asked[child])
         if asked:
-            await asyncio.wait([c.asked for c in asked],
+            await asyncio.wait(asked.values(),
                                timeout=float(request.get("timeout", _STATUS_TIMEOUT)))
         answers = {"ranks": {}, "gateways": {}}
-        for child in asked:
-            answer = child.asked.result() if child.asked.done() else None
-            child.asked = None
+        for child, future in asked.items():
+            answer = future.result() if future.done() else None
+            future.cancel()                  # unanswered: a late answer skips it
             answers[f"{child.kind}s"][str(child.ident)] = answer
         await self.send({"type": "status", "id": request.get("id"), **answers})
 

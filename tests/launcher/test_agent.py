@@ -118,7 +118,8 @@ def _gateway_job(argv):
 
 
 def test_the_agent_drives_a_gateway_daemon_through_the_control_protocol():
-    """Address, update → ready, status → stats, stop → the final stats as one output line."""
+    """Address, update → ready, status → stats (two requests at once too), stop → the final
+    stats as one output line."""
     async def scenario():
         proc = await _agent()
         proc.stdin.write(protocol.encode(_gateway_job(python_argv("coc.gateway"))))
@@ -134,15 +135,18 @@ def test_the_agent_drives_a_gateway_daemon_through_the_control_protocol():
         proc.stdin.write(protocol.encode({"type": "gateways", "updates": {
             "10": {"peers": {"1": "tcp://127.0.0.1:1"}, "connect": []}}}))
         ready = await until("ready")
-        proc.stdin.write(protocol.encode({"type": "status", "id": 3, "timeout": 20}))
+        for ident in (3, 4):            # the second before the first is answered
+            proc.stdin.write(protocol.encode({"type": "status", "id": ident, "timeout": 10}))
         status = await until("status")
+        second = await until("status")
         proc.stdin.write(protocol.encode({"type": "stop"}))
-        return address, ready, status, seen + (await _until_done(proc))[0]
+        return address, ready, [status, second], seen + (await _until_done(proc))[0]
 
-    address, ready, status, messages = asyncio.run(scenario())
+    address, ready, statuses, messages = asyncio.run(scenario())
     assert address["gateway"] == 10 and address["address"].startswith("tcp://127.0.0.1:")
     assert ready == {"type": "ready", "gateway": 10}
-    assert status["id"] == 3 and status["gateways"]["10"]["connections_open"] == 0
+    assert sorted(s["id"] for s in statuses) == [3, 4]
+    assert all(s["gateways"]["10"]["connections_open"] == 0 for s in statuses)
     stdout = b"".join(protocol.unpack_bytes(m["data"]) for m in messages
                       if m["type"] == "output" and m["stream"] == "stdout")
     final = json.loads(stdout)
