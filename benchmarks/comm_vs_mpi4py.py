@@ -23,6 +23,9 @@ import shutil
 import statistics
 import subprocess
 import sys
+from functools import partial
+
+from roundtrips import buffer_round_trip, object_round_trip
 
 BUFFER_SIZES = [8, 1024, 65536, 1 << 20, 4 << 20]
 OBJECT_SIZES = [8, 65536, 1 << 20]            # bytes of the array inside the object
@@ -54,26 +57,12 @@ def measure(comm, wtime, op_sum, quick, repeat):
     rank, peer = comm.Get_rank(), 1 - comm.Get_rank()
     results = {"buffer": {}, "object": {}, "allreduce": {}}
     for size in BUFFER_SIZES:
-        buf = np.zeros(size, np.uint8)
-
-        def pingpong(buf=buf):
-            if rank == 0:
-                comm.Send(buf, peer, 1)
-                comm.Recv(buf, peer, 1)
-            else:
-                comm.Recv(buf, peer, 1)
-                comm.Send(buf, peer, 1)
+        pingpong = partial(buffer_round_trip, comm, np.zeros(size, np.uint8), rank, peer)
         results["buffer"][size] = _timed(comm, wtime, pingpong, _iterations(size, quick),
                                          repeat) / 2
     for size in OBJECT_SIZES:
-        obj = {"step": 1, "data": np.zeros(size // 8)}
-
-        def objpong(obj=obj):
-            if rank == 0:
-                comm.send(obj, peer, 2)
-                comm.recv(source=peer, tag=2)
-            else:
-                comm.send(comm.recv(source=peer, tag=2), peer, 2)
+        objpong = partial(object_round_trip, comm, {"step": 1, "data": np.zeros(size // 8)},
+                          rank, peer)
         results["object"][size] = _timed(comm, wtime, objpong, _iterations(size, quick),
                                          repeat) / 2
     for size in ALLREDUCE_SIZES:

@@ -26,7 +26,7 @@ import time
 
 from coc import keys
 from coc._native import engine
-from coc.gateway import GatewayProcess
+from coc.gatewayclient import GatewayProcess
 
 GW, A, B = 10, 1, 2
 TIMEOUT = 30.0

@@ -23,6 +23,9 @@ import json
 import statistics
 import subprocess
 import sys
+from functools import partial
+
+from roundtrips import buffer_round_trip
 
 SIZES = [8, 1 << 20]
 PLACEMENTS = {"same host": ["--site", "a=2"], "two sites": ["--site", "a=1", "--site", "b=1"]}
@@ -48,20 +51,9 @@ def rank_main(repeat):
     results = {}
     for size in SIZES:
         buf = np.zeros(size, np.uint8)
-
-        def pingpong(comm, message):
-            if rank == 0:
-                comm.Send(message, peer, 1)
-                comm.Recv(message, peer, 1)
-            else:
-                comm.Recv(message, peer, 1)
-                comm.Send(message, peer, 1)
-
-        def mode_pingpong(message=[buf, MPI.BYTE]):      # as an mpi4py program writes it
-            pingpong(mode, message)
-
-        def own_pingpong():
-            pingpong(own, buf)
+        # as an mpi4py program writes it ([buffer, datatype]), and through coc's own API
+        mode_pingpong = partial(buffer_round_trip, mode, [buf, MPI.BYTE], rank, peer)
+        own_pingpong = partial(buffer_round_trip, own, buf, rank, peer)
 
         times = {"mode": [], "coc": []}
         iterations = _iterations(size)

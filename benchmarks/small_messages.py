@@ -30,7 +30,10 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
+
+from roundtrips import buffer_round_trip, object_round_trip
 
 SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20]
 QUICK_SIZES = [0, 8, 4096, 65536, 1 << 20, 4 << 20]
@@ -81,26 +84,11 @@ def measure(comm, wtime, quick):
     rank, peer = comm.Get_rank(), 1 - comm.Get_rank()
     out = {"latency": {}, "object": {}, "rate": {}}
     for size in QUICK_SIZES if quick else SIZES:
-        buf = np.zeros(size, np.uint8)
-
-        def pingpong(buf=buf):
-            if rank == 0:
-                comm.Send(buf, peer, 1)
-                comm.Recv(buf, peer, 1)
-            else:
-                comm.Recv(buf, peer, 1)
-                comm.Send(buf, peer, 1)
+        pingpong = partial(buffer_round_trip, comm, np.zeros(size, np.uint8), rank, peer)
         out["latency"][size] = _pingpong(comm, wtime, rank, peer, pingpong,
                                          _iterations(size, quick))
     for title, kind in OBJECTS.items():
-        obj = _object(kind)
-
-        def objpong(obj=obj):
-            if rank == 0:
-                comm.send(obj, peer, 2)
-                comm.recv(source=peer, tag=2)
-            else:
-                comm.send(comm.recv(source=peer, tag=2), peer, 2)
+        objpong = partial(object_round_trip, comm, _object(kind), rank, peer)
         out["object"][title] = _pingpong(comm, wtime, rank, peer, objpong,
                                          _iterations(8 if kind == "small" else 1 << 20, quick))
     for size in RATE_SIZES:

@@ -26,8 +26,9 @@ import sys
 import time
 
 import coc.testbed
+from coc import protocol
 from coc.topology import load
-from coc.gateway import GatewayProcess
+from coc.gatewayclient import GatewayProcess
 
 TIMEOUT = 60
 PORT = 7500
@@ -36,14 +37,17 @@ TOPOLOGY = os.path.join(os.path.dirname(__file__), os.pardir, "tests", "data", "
 IDS = {"a1": 1, "b1": 2, "ga1": 10, "ga2": 11, "gb": 12}
 VARIANTS = {"striped": [[10, 2], [11, 1]], "ga1 alone": [[10, 1]], "ga2 alone": [[11, 1]]}
 
-# The two endpoints. The sender reads one JSON line per transfer (its large route), sends
-# SIZE bytes and prints the seconds until the receiver's 8-byte answer came back.
+# The two endpoints, driven over stdin/stdout with coc's control framing (coc.protocol). The
+# sender takes one "send" message per transfer (its large route), sends SIZE bytes and
+# answers the seconds until the receiver's 8-byte answer came back.
 ENDPOINT = r"""
-import json, sys, time
+import time
 import numpy as np
+from coc import protocol
 from coc._engine import Engine
 from coc.routes import apply_routes, parse_routes
-cfg = json.loads(sys.stdin.readline())
+driver = protocol.MessageReader(0, "the striping benchmark's driver")
+cfg = driver.read()
 with Engine(cfg["id"], bytes.fromhex(cfg["secret"]), listen_host=cfg["listen"],
             port_range=(cfg["port"], cfg["port"])) as eng:
     for peer, address in cfg["peers"].items():
@@ -52,20 +56,20 @@ with Engine(cfg["id"], bytes.fromhex(cfg["secret"]), listen_host=cfg["listen"],
     other, size = cfg["other"], cfg["size"]
     buf = np.empty(size, dtype=np.uint8)
     ack = bytearray(8)
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
+    protocol.write_message(1, {"type": "ready"})
+    while (order := driver.read()) is not None:
         if cfg["role"] == "receiver":
             eng.irecv(buf, source=other, tag=1).wait(timeout=60)
             eng.isend(b"received", other, tag=2).wait(timeout=60)
             continue
-        eng.set_route(other, [h for h, _ in json.loads(line)], [w for _, w in json.loads(line)],
+        eng.set_route(other, [h for h, _ in order["large"]], [w for _, w in order["large"]],
                       size_class="large")
         buf[:] = 7
         start = time.perf_counter()
         answer = eng.irecv(ack, source=other, tag=2)
         eng.isend(buf, other, tag=1).wait(timeout=60)
         answer.wait(timeout=60)
-        print(json.dumps({"seconds": time.perf_counter() - start}), flush=True)
+        protocol.write_message(1, {"type": "sent", "seconds": time.perf_counter() - start})
 """
 
 
@@ -74,14 +78,17 @@ def _tcp(bed, host, network=None):
 
 
 def _start_endpoint(bed, host, role, other, size, secret, peers, routes):
+    """Start one endpoint; return its process and a reader of its answers, once ready."""
     p = bed.popen(host, [sys.executable, "-c", ENDPOINT], stdin=subprocess.PIPE,
-                  stdout=subprocess.PIPE, text=True)
-    p.stdin.write(json.dumps({"id": IDS[host], "secret": secret.hex(), "listen": "0.0.0.0",
-                              "port": PORT, "peers": peers, "routes": routes, "role": role,
-                              "other": IDS[other], "size": size}) + "\n")
-    p.stdin.flush()
-    assert json.loads(p.stdout.readline()) == {"ready": True}
-    return p
+                  stdout=subprocess.PIPE)
+    protocol.write_message(p.stdin.fileno(), {
+        "type": "config", "id": IDS[host], "secret": secret.hex(), "listen": "0.0.0.0",
+        "port": PORT, "peers": peers, "routes": routes, "role": role, "other": IDS[other],
+        "size": size})
+    answers = protocol.MessageReader(p.stdout.fileno(), f"endpoint {host} (pid {p.pid})")
+    if answers.read(TIMEOUT) is None:
+        raise RuntimeError(f"endpoint {host} ended before it was ready (code {p.wait()})")
+    return p, answers
 
 
 def run(repeat, size, wan_scale=1.0):
@@ -107,23 +114,22 @@ def run(repeat, size, wan_scale=1.0):
                                         "peers": peers, "routes": routes},
                                        prefix=bed.argv(host, []), timeout=TIMEOUT)
             procs.append(gws[host].proc)
-        receiver = _start_endpoint(bed, "b1", "receiver", "a1", size, secret,
-                                   {12: _tcp(bed, "gb", "b-lan")}, {1: [[12, 1]]})
+        receiver, _ = _start_endpoint(bed, "b1", "receiver", "a1", size, secret,
+                                      {12: _tcp(bed, "gb", "b-lan")}, {1: [[12, 1]]})
         procs.append(receiver)
-        sender = _start_endpoint(bed, "a1", "sender", "b1", size, secret,
-                                 {10: _tcp(bed, "ga1", "a-lan"), 11: _tcp(bed, "ga2", "a-lan")},
-                                 {2: {"small": [[10, 1]], "large": VARIANTS["striped"]}})
+        sender, sent = _start_endpoint(bed, "a1", "sender", "b1", size, secret,
+                                       {10: _tcp(bed, "ga1", "a-lan"),
+                                        11: _tcp(bed, "ga2", "a-lan")},
+                                       {2: {"small": [[10, 1]], "large": VARIANTS["striped"]}})
         procs.append(sender)
         rates = {v: [] for v in VARIANTS}
         shares = {v: [0, 0] for v in VARIANTS}
         for rnd in range(repeat + 1):              # round 0 warms up (connections, pools)
             for variant, large in VARIANTS.items():
                 before = [gws[g].stats()["bytes_forwarded"] for g in ("ga1", "ga2")]
-                receiver.stdin.write("\n")
-                receiver.stdin.flush()
-                sender.stdin.write(json.dumps(large) + "\n")
-                sender.stdin.flush()
-                seconds = json.loads(sender.stdout.readline())["seconds"]
+                protocol.write_message(receiver.stdin.fileno(), {"type": "receive"})
+                protocol.write_message(sender.stdin.fileno(), {"type": "send", "large": large})
+                seconds = sent.read(TIMEOUT)["seconds"]
                 after = [gws[g].stats()["bytes_forwarded"] for g in ("ga1", "ga2")]
                 if rnd:
                     rates[variant].append(size * 8 / seconds / 1e9)

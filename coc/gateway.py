@@ -1,25 +1,25 @@
-"""Run a gateway daemon: an engine that only forwards, driven by JSON lines on stdin.
+"""Run a gateway daemon: an engine that only forwards, driven over stdin/stdout.
 
-``python -m coc.gateway`` reads its configuration as one JSON line on stdin (so the job's
-secret never appears on a command line), opens an :class:`coc._engine.Engine` with
-forwarding on, answers with one JSON line carrying its address, and then forwards in the
-engine's progress thread — the data path never enters Python — until stdin reaches EOF or
-SIGTERM/SIGINT arrives. Later lines on stdin update peers and routes. The protocol is
-described in ``docs/engine.md``.
+``python -m coc.gateway`` reads its configuration as the first :mod:`coc.protocol` message
+on stdin (so the job's secret never appears on a command line), opens an
+:class:`coc._engine.Engine` with forwarding on, answers with its address, and then forwards
+in the engine's progress thread — the data path never enters Python — until stdin reaches
+EOF or SIGTERM/SIGINT arrives. Later messages update peers and routes or ask for the stats.
+The driver's side (the messages, and :class:`~coc.gatewayclient.GatewayProcess`) is
+:mod:`coc.gatewayclient`; the protocol is described in ``docs/engine.md``.
 """
 
-import json
 import logging
 import os
 import selectors
 import signal
-import subprocess
 import sys
 import time
 
+from coc import protocol
 from coc._native import engine as _engine
-from coc.errors import CocError, LaunchError
-from coc.pycommand import python_argv
+from coc.errors import CocError
+from coc.gatewayclient import GatewayProcess  # noqa: F401 (callers of coc.gateway find it here)
 from coc.routes import (apply_delays, apply_routes, apply_wire, delay_table, parse_routes,
                         wire_table)
 
@@ -190,9 +190,9 @@ def _parse_connect(doc):
     return hops
 
 
-def _reply(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+def _reply(message):
+    """Send one message to the driver on stdout."""
+    protocol.write_message(1, message)
 
 
 def _move_log(eng):
@@ -200,204 +200,84 @@ def _move_log(eng):
         log.warning("%s", line)
 
 
-def _handle_line(eng, line):
-    """Apply one update line and answer it with ``ok`` and the current stats.
+_UPDATE_KEYS = {"type", "peers", "routes", "connect", "dial", "dial_timeout"}
 
-    ``{"status": true}`` is a question, not an update: it is answered with
-    ``{"status": stats}`` (coc-run's watchdog asks it).
+
+def _handle(eng, message):
+    """Act on one request after the configuration and answer it.
+
+    ``update`` is applied and answered with ``ok`` and the current stats (with ``dial``:
+    once every link is up); ``status`` is answered with the stats (coc-run's watchdog asks
+    it). A bad request is answered with ``error``; the daemon goes on.
     """
     try:
-        doc = json.loads(line)
-        if isinstance(doc, dict) and set(doc) == {"status"}:
-            _reply({"status": eng.stats()})
+        if message["type"] == "status":
+            _reply({"type": "status", "stats": eng.stats()})
             return
-        if not isinstance(doc, dict) or set(doc) - {"peers", "routes", "connect", "dial",
-                                                    "dial_timeout"}:
-            raise ValueError("an update is an object with 'peers', 'routes', 'connect' "
-                             "and/or 'dial'")
-        peers = {k: str(v) for k, v in _int_keys(doc.get("peers", {}), "peers").items()}
-        apply_update(eng, peers, parse_routes(doc.get("routes", {}), "gateway update"),
-                     _parse_connect(doc))
-        dial(eng, _parse_connect({"connect": doc.get("dial", [])}), peers,
-             float(doc.get("dial_timeout", DIAL_TIMEOUT)))
+        if message["type"] != "update":
+            raise ValueError(f"unknown request {message['type']!r} (expected update or status)")
+        unknown = set(message) - _UPDATE_KEYS
+        if unknown:
+            raise ValueError(f"an update has 'peers', 'routes', 'connect' and/or 'dial', not "
+                             f"{sorted(unknown)}")
+        peers = {k: str(v) for k, v in _int_keys(message.get("peers", {}), "peers").items()}
+        apply_update(eng, peers, parse_routes(message.get("routes", {}), "gateway update"),
+                     _parse_connect(message))
+        dial(eng, _parse_connect({"connect": message.get("dial", [])}), peers,
+             float(message.get("dial_timeout", DIAL_TIMEOUT)))
     except (ValueError, TypeError, OSError, CocError) as exc:
-        log.error("bad update: %s", exc)
-        _reply({"error": str(exc)})
+        log.error("bad request: %s", exc)
+        _reply({"type": "error", "message": str(exc)})
         return
-    _reply({"ok": True, "stats": eng.stats()})
+    _reply({"type": "ok", "stats": eng.stats()})
 
 
-def serve(eng, stdin_fd, log_interval, stop_fd=None):
-    """Answer update lines from ``stdin_fd`` until EOF; move engine log lines meanwhile.
+#: What :func:`_next` returns once the stop descriptor is readable.
+STOP = "stop"
+
+
+def _waiting(reader, stop_fd):
+    """Return a poll(2) selector on ``reader`` and ``stop_fd`` (if given), for :func:`_next`."""
+    sel = selectors.PollSelector()
+    sel.register(reader.fileno(), selectors.EVENT_READ)
+    if stop_fd is not None:
+        sel.register(stop_fd, selectors.EVENT_READ)
+    return sel
+
+
+def _next(reader, sel, stop_fd, interval=None, idle=None):
+    """Return the driver's next message, None at EOF, or :data:`STOP` on a stop signal.
+
+    ``sel`` comes from :func:`_waiting`. ``idle()`` (if given) runs at least every
+    ``interval`` seconds while the daemon waits.
+    """
+    while (message := reader.next()) is None:
+        if reader.eof:
+            return None
+        ready = sel.select(interval)
+        if idle is not None:
+            idle()
+        if any(key.fd == stop_fd for key, _ in ready):
+            return STOP
+        if ready:
+            reader.fill()
+    return message
+
+
+def serve(eng, reader, log_interval, stop_fd=None):
+    """Answer requests from ``reader`` (a :class:`coc.protocol.MessageReader`) until EOF;
+    move engine log lines to ``logging`` meanwhile.
 
     Returns ``"eof"``, or ``"stop"`` once ``stop_fd`` (if given) becomes readable.
     """
-    pending = b""
-    with selectors.DefaultSelector() as sel:
-        sel.register(stdin_fd, selectors.EVENT_READ)
-        if stop_fd is not None:
-            sel.register(stop_fd, selectors.EVENT_READ)
+    with _waiting(reader, stop_fd) as sel:
         while True:
-            ready = sel.select(log_interval)
-            _move_log(eng)
-            if not ready:
-                continue
-            if any(key.fd == stop_fd for key, _ in ready):
-                return "stop"
-            chunk = os.read(stdin_fd, 65536)
-            if not chunk:
+            message = _next(reader, sel, stop_fd, log_interval, lambda: _move_log(eng))
+            if message is None:
                 return "eof"
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    _handle_line(eng, line)
-
-
-def _json_keys(table):
-    """Return ``table`` with endpoint-id keys as strings, the way JSON carries them."""
-    return {str(k): v for k, v in (table or {}).items()}
-
-
-class GatewayProcess:
-    """Start and drive one gateway daemon through its stdin/stdout protocol.
-
-    Anything that speaks the same protocol (first line: configuration, answered with the
-    address; later lines: updates, answered with ``ok``; EOF: exit, answered with the final
-    stats) can be driven by naming its ``module``.
-
-    Parameters
-    ----------
-    config : dict
-        The first line (see :func:`parse_config`); ``secret`` may be bytes.
-    module : str
-        The module run as ``python -m module``.
-    prefix : sequence of str
-        Command words put before Python (e.g. ``["taskset", "-c", "0"]``).
-    timeout : float
-        Seconds to wait for each answer before raising :class:`coc.errors.LaunchError`.
-    stderr : file, optional
-        Where the daemon's log goes (default: inherited).
-    """
-
-    def __init__(self, config, *, module="coc.gateway", prefix=(), timeout=30.0, stderr=None):
-        config = dict(config)
-        if isinstance(config.get("secret"), (bytes, bytearray)):
-            config["secret"] = bytes(config["secret"]).hex()
-        for key in ("peers", "routes"):
-            if key in config:
-                config[key] = _json_keys(config[key])
-        self.module, self.timeout, self._buf = module, timeout, b""
-        self.proc = subprocess.Popen([*prefix, *python_argv(module)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=stderr)
-        self.pid = self.proc.pid
-        self.final = None
-        try:
-            self.hello = self.request(config)
-        except BaseException:
-            self.kill()
-            raise
-        self.address = self.hello["address"]
-
-    def read(self, timeout=None):
-        """Return the daemon's next JSON answer; LaunchError on timeout, error or exit.
-
-        ``timeout`` in seconds defaults to the one given to the constructor.
-        """
-        timeout = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise LaunchError(f"{self.module} (pid {self.pid}) gave no answer "
-                                  f"within {timeout} s")
-            with selectors.DefaultSelector() as sel:
-                sel.register(fd, selectors.EVENT_READ)
-                if not sel.select(left):
-                    continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                code = self.proc.wait(timeout=5)
-                raise LaunchError(f"{self.module} (pid {self.pid}) exited with code {code} "
-                                  "without answering")
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        reply = json.loads(line)
-        if "error" in reply:
-            raise LaunchError(f"{self.module} (pid {self.pid}): {reply['error']}")
-        return reply
-
-    def request(self, doc, timeout=None):
-        """Send one JSON line and return the daemon's answer (see :meth:`read`)."""
-        self.proc.stdin.write(json.dumps(doc).encode() + b"\n")
-        self.proc.stdin.flush()
-        return self.read(timeout)
-
-    def update(self, peers=None, routes=None, connect=()):
-        """Add peers (``{id: address}``) and routes (``{dest: [[hop, weight], ...]}``);
-        connect to the next hops ``connect`` at once.
-
-        Returns the daemon's stats once the update is applied.
-        """
-        return self.request({"peers": _json_keys(peers), "routes": _json_keys(routes),
-                             "connect": list(connect)})["stats"]
-
-    def stats(self):
-        """Return the daemon's current engine stats."""
-        return self.update()
-
-    def stop(self, timeout=None):
-        """Close stdin (the daemon's signal to exit) and return its final answer."""
-        if self.final is None and self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-                self.final = self.read(timeout)
-                self.proc.wait(timeout=self.timeout)
-            finally:
-                self.kill()
-        return self.final
-
-    def kill(self):
-        """Terminate the daemon (KILL after a grace period) and reap it."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()
-            except OSError:  # stdin may hold unflushed bytes for a dead pipe
-                pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.kill()
-
-
-def _read_first_line(fd, stop_fd):
-    """Return the first line of ``fd`` without reading past it (later lines are updates).
-
-    Returns None if ``stop_fd`` becomes readable first.
-    """
-    data = bytearray()
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        sel.register(stop_fd, selectors.EVENT_READ)
-        while not data.endswith(b"\n"):
-            if any(key.fd == stop_fd for key, _ in sel.select()):
-                return None
-            byte = os.read(fd, 1)
-            if not byte:
-                break
-            data += byte
-    return bytes(data)
+            if message == STOP:
+                return STOP
+            _handle(eng, message)
 
 
 def main(argv=None):
@@ -405,36 +285,41 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"coc.gateway[{os.getpid()}] %(levelname)s %(message)s")
     stop = _StopSignals()
+    reader = protocol.MessageReader(0, "coc.gateway's driver (stdin)")
     try:
-        first = _read_first_line(0, stop.fd)
-        if first is None:
+        with _waiting(reader, stop.fd) as sel:
+            first = _next(reader, sel, stop.fd)
+        if first == STOP:
             _end_by(stop.signum)
-        if not first.strip():
-            raise ValueError("no configuration on stdin (expected one JSON line)")
-        cfg = parse_config(json.loads(first))
+        if first is None:
+            raise ValueError("no configuration on stdin (expected a config message)")
+        if first["type"] != "config":
+            raise ValueError(f"the first message must be config, not {first['type']!r}")
+        cfg = parse_config({k: v for k, v in first.items() if k != "type"})
         eng = _engine.Engine(**cfg["engine"])
     except (ValueError, TypeError, OSError, CocError) as exc:
         log.error("%s", exc)
-        _reply({"error": str(exc)})
+        _reply({"type": "error", "message": str(exc)})
         return 2
     with eng:
         try:
             apply_delays(eng, cfg["delays"])
             apply_wire(eng, cfg["wire"])
             apply_update(eng, cfg["peers"], cfg["routes"], cfg["connect"])
-            _reply({"address": eng.address, "self_id": eng.self_id, "pid": os.getpid()})
+            _reply({"type": "address", "address": eng.address, "self_id": eng.self_id,
+                    "pid": os.getpid()})
             log.info("endpoint %d forwarding at %s", eng.self_id, eng.address)
-            reason = serve(eng, 0, cfg["log_interval"], stop.fd)
+            reason = serve(eng, reader, cfg["log_interval"], stop.fd)
         except (ValueError, TypeError, OSError, CocError) as exc:
             log.error("%s", exc)
-            _reply({"error": str(exc)})
+            _reply({"type": "error", "message": str(exc)})
             return 2
         if stop.signum is not None:
             reason = stop.name
         _move_log(eng)
         stats = eng.stats()
     log.info("stopping (%s): %s", reason, stats)
-    _reply({"exit": reason, "stats": stats})
+    _reply({"type": "exit", "reason": reason, "stats": stats})
     if stop.signum is not None:
         _end_by(stop.signum)
     return 0

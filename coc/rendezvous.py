@@ -29,6 +29,7 @@ import sys
 import threading
 
 from coc import keys, protocol
+from coc.childprocess import die_with_parent
 from coc.errors import CocError, ControlError, LaunchError
 from coc.routes import delay_table, parse_routes, wire_table
 
@@ -41,26 +42,22 @@ CONTROL_FD = "COC_CONTROL_FD"
 CONTROL_SOCKET = "COC_CONTROL_SOCKET"
 _ACK_TIMEOUT = 10.0      # seconds a shepherd waits for the agent to pass its exit on
 
-_state = {"socket": None, "welcome": None}
+_AGENT = "coc-run's agent"
+_state = {"socket": None, "reader": None, "welcome": None}
 
 
-def _receive_exactly(sock, size):
-    """Return exactly ``size`` bytes from ``sock``; raise if the agent hung up first."""
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(left)
-        if not chunk:
-            raise ControlError("coc-run's agent closed the rendezvous socket")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+def _next(reader):
+    """Return the agent's next message on the rendezvous socket; raise if it hung up."""
+    message = reader.read()
+    if message is None:
+        raise ControlError(f"{_AGENT} closed the rendezvous socket")
+    return message
 
 
-def _receive(sock, expected):
+def _receive(expected):
     """Return the next message from the agent, checking its type."""
     try:
-        message = protocol.decode(_receive_exactly(
-            sock, protocol.decode_length(_receive_exactly(sock, 4))))
+        message = _next(_state["reader"])
     except (ControlError, OSError) as exc:
         raise LaunchError(f"the job was torn down before the rendezvous completed ({exc})")
     if message["type"] != expected:
@@ -79,6 +76,7 @@ def _socket(environ):
         except (ValueError, OSError) as exc:
             raise LaunchError(f"{CONTROL_FD}={environ[CONTROL_FD]!r} is not an open socket: "
                               f"{exc}") from None
+        _state["reader"] = protocol.MessageReader(_state["socket"].fileno(), _AGENT)
     return _state["socket"]
 
 
@@ -103,7 +101,8 @@ def credentials(environ=None):
         When the process was not started by ``coc-run`` or the job was torn down.
     """
     if _state["welcome"] is None:
-        welcome = _receive(_socket(environ), "welcome")
+        _socket(environ)
+        welcome = _receive("welcome")
         try:
             issued = keys.table(welcome.get("keys"), "the welcome from coc-run's agent")
         except ValueError as exc:
@@ -147,7 +146,7 @@ def rendezvous(address, environ=None):
         sock.sendall(protocol.encode({"type": "address", "address": address}))
     except OSError as exc:
         raise LaunchError(f"the job was torn down before the rendezvous completed ({exc})")
-    answer = _receive(sock, "rendezvous")
+    answer = _receive("rendezvous")
     info["peers"] = {int(k): v for k, v in answer["peers"].items()}
     try:
         info["routes"] = parse_routes(answer["routes"], "rendezvous answer")
@@ -173,17 +172,17 @@ def serve_control(engine, describe):
     sock = _state["socket"]
     if sock is None:
         return None
-    thread = threading.Thread(target=_control_loop, args=(sock, engine, describe),
+    thread = threading.Thread(target=_control_loop,
+                              args=(sock, _state["reader"], engine, describe),
                               name="coc control", daemon=True)
     thread.start()
     return thread
 
 
-def _control_loop(sock, engine, describe):
+def _control_loop(sock, reader, engine, describe):
     while True:
         try:
-            message = protocol.decode(_receive_exactly(
-                sock, protocol.decode_length(_receive_exactly(sock, 4))))
+            message = _next(reader)
         except (ControlError, OSError):
             return                     # the agent closed it: the job is ending
         try:
@@ -208,12 +207,13 @@ def _status(engine, describe):
 
 
 def _receive_start(sock):
-    """Return the agent's ``start`` message and the file descriptors that came with it."""
+    """Return the agent's ``start`` message and the file descriptors that came with it.
+
+    The descriptors travel with the message's header, so the header is read here; the
+    rest is read as any other message.
+    """
     header, fds, _, _ = socket.recv_fds(sock, 4, 4)
-    if len(header) < 4:
-        header += sock.recv(4 - len(header), socket.MSG_WAITALL)
-    length = protocol.decode_length(header)
-    return protocol.decode(_receive_exactly(sock, length)), fds
+    return _next(protocol.MessageReader(sock.fileno(), _AGENT, header)), fds
 
 
 def shepherd(environ=None):
@@ -224,7 +224,6 @@ def shepherd(environ=None):
     joins the site's MPI job too. Returns 0 once the agent has taken the exit (so mpiexec
     does not abort the others: coc-run stops the job), else the rank's status.
     """
-    from coc.launcher.agent import die_with_parent       # only shepherds need the agent's
     environ = dict(os.environ if environ is None else environ)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(environ.pop(CONTROL_SOCKET))

@@ -34,13 +34,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "coc"
 
 #: (module, imported module) pairs that break a rule today, with why and when they go.
-ALLOWED = {
-    # The shepherd (run by a site's mpiexec, never by coc.init()) starts the rank with the
-    # agent's die_with_parent, imported inside shepherd(). Moves out with the shepherd when
-    # the control protocol becomes one (issue 18, item 3).
-    ("coc.rendezvous", "coc.launcher.agent"):
-        "shepherd() borrows the agent's die_with_parent (issue 18 item 3)",
-}
+ALLOWED: dict = {}
 
 #: The one lazy edge the rules ignore: coc/__init__.py's __getattr__ loading the API.
 FACADE = ("coc", "coc.comm")

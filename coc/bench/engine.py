@@ -28,9 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from coc import keys
+from coc import gatewayclient, keys, protocol
 from coc.errors import CocError
-from coc.gateway import GatewayProcess, apply_update
+from coc.gateway import apply_update
+from coc.gatewayclient import GatewayProcess
 from coc.routes import parse_routes
 
 __all__ = ["SIZES", "QUICK_SIZES", "aligned", "iterations", "chain_tables", "tcp_only",
@@ -171,8 +172,7 @@ class _PyEndpoint:
         self.address = self.proc.address
 
     def configure(self, peers, routes):
-        self.proc.request({"peers": {str(k): v for k, v in peers.items()},
-                           "routes": {str(k): v for k, v in routes.items()}})
+        self.proc.request(gatewayclient.update(peers, routes))
 
     def results(self, timeout):
         return self.proc.read(timeout)["results"]
@@ -517,28 +517,30 @@ def _client(eng, peer, specs):
 
 
 def _endpoint_main():
-    """Be one endpoint: config line → address; update line → ok, run → results line."""
+    """Be one endpoint, driven like a gateway daemon (:mod:`coc.gatewayclient`): ``config``
+    → ``address``; ``update`` → ``ok``, the run, then ``results`` (the client); EOF → ``exit``."""
     from coc._native import engine as _engine
 
-    def reply(obj):
-        sys.stdout.write(json.dumps(obj) + "\n")
-        sys.stdout.flush()
+    def reply(message):
+        protocol.write_message(1, message)
 
-    cfg = json.loads(sys.stdin.readline())
+    driver = protocol.MessageReader(0, "the benchmark's driver (stdin)")
+    cfg = driver.read()
     peer = ECHO if cfg["self_id"] == CLIENT else CLIENT
     with _engine.Engine(cfg["self_id"], keys=keys.table(cfg["keys"], "benchmark endpoint"),
                         listen_host=cfg["listen_host"], **cfg.get("options", {})) as eng:
-        reply({"address": eng.address})
-        update = json.loads(sys.stdin.readline())
+        reply({"type": "address", "address": eng.address})
+        update = driver.read()
         apply_update(eng, {int(k): v for k, v in update["peers"].items()},
                      parse_routes(update["routes"]))
-        reply({"ok": True})
+        reply({"type": "ok"})
         if cfg["role"] == "echo":
             _echo(eng, peer)
         else:
-            reply({"results": _client(eng, peer, cfg["specs"])})
-        sys.stdin.read()  # until EOF: the driver's signal to exit
-        reply({"exit": "eof", "stats": eng.stats()})
+            reply({"type": "results", "results": _client(eng, peer, cfg["specs"])})
+        while driver.read() is not None:  # until EOF: the driver's signal to exit
+            pass
+        reply({"type": "exit", "reason": "eof", "stats": eng.stats()})
     return 0
 
 

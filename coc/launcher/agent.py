@@ -4,16 +4,15 @@
 are the control channel (:mod:`coc.protocol` framing). The agent starts the ranks and
 gateway daemons the job message lists, each in its own process group, streams the ranks'
 output, relays the rendezvous (ranks: over inherited socket pairs; gateway daemons: over
-their stdin/stdout JSON lines, see ``coc.gateway``), reports every exit, and on ``stop`` (or
-when the channel closes) ends them all: SIGTERM, then SIGKILL after the grace period. A rank's
-rendezvous socket stays open after the rendezvous: through it the agent asks the rank for its
-``status`` (coc-run's watchdog) and passes on ``exited`` notices.
+their stdin/stdout, with :mod:`coc.gatewayclient`'s messages), reports every exit, and on
+``stop`` (or when the channel closes) ends them all: SIGTERM, then SIGKILL after the grace
+period. A rank's rendezvous socket stays open after the rendezvous: through it the agent
+asks the rank for its ``status`` (coc-run's watchdog) and passes on ``exited`` notices.
 """
 
 import asyncio
 import collections
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -22,13 +21,14 @@ import sys
 import traceback
 
 import coc
-from coc.errors import CocError
-from coc import protocol
+from coc.errors import CocError, ControlError, LaunchError
+from coc import gatewayclient, protocol
+from coc.childprocess import die_with_parent
 from coc.launcher import hostagent
 from coc.rendezvous import CONTROL_FD
 from coc.mpi4py import hook
 
-__all__ = ["Agent", "main", "serve", "open_channel", "rank_socket", "die_with_parent", "MPIEXEC"]
+__all__ = ["Agent", "main", "serve", "open_channel", "rank_socket", "MPIEXEC"]
 
 #: Set in the agent's environment by the ``mpiexec`` spawner only: the site's mpiexec, which
 #: then starts the site's ranks (``coc.launcher.spawners.mpiexec``).
@@ -38,15 +38,6 @@ _READ_SIZE = 1 << 16
 _DRAIN_TIMEOUT = 1.0   # seconds to collect output after a process exits
 _LOG_LINES = 20        # lines of a gateway daemon's log kept to explain its failure
 _STATUS_TIMEOUT = 1.0  # seconds ranks and gateway daemons have to answer a status request
-_PR_SET_PDEATHSIG = 1
-
-
-_prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-
-def die_with_parent():
-    """Ask the kernel to SIGKILL this child if its parent dies (run between fork and exec)."""
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _signal_group(pid, signum):
@@ -91,7 +82,7 @@ class Child:
         self.reported = None      # called once its exit has gone to coc-run
         self.channel = None       # a rank's control socket (writer) after the rendezvous
         self.follower = None      # the task reading the rank's answers on it
-        self.asked = None         # future of the answer to the status request in flight
+        self.asked = collections.deque()  # futures of status requests in flight, oldest first
 
     @property
     def key(self):
@@ -141,7 +132,7 @@ class Agent:
         """Act on messages from ``coc-run``; its disappearance stops the job here."""
         while True:
             try:
-                message = await protocol.read_message(self.reader)
+                message = await protocol.read_message(self.reader, "coc-run")
             except CocError as exc:
                 await self.send({"type": "error", "message": f"agent: {exc}"})
                 message = None
@@ -206,7 +197,7 @@ class Agent:
         """Start one rank or gateway daemon in its own process group and watch it.
 
         A rank finds ``welcome`` (its endpoint id and its issued keys) waiting on its
-        rendezvous socket; a gateway daemon reads ``config`` as its first stdin line.
+        rendezvous socket; a gateway daemon reads ``config`` as its first stdin message.
         """
         environment = {**os.environ, **env}
         pass_fds = ()
@@ -246,7 +237,7 @@ class Agent:
             self.rank_sockets[child.ident] = asyncio.create_task(
                 self.relay_address(child.ident, rank_socket))
         if child.kind == "gateway":
-            process.stdin.write(json.dumps(config).encode() + b"\n")
+            process.stdin.write(protocol.encode(gatewayclient.config(config)))
             child.pumps += [asyncio.create_task(self.follow_gateway(child)),
                             asyncio.create_task(self.keep_log(child))]
         else:
@@ -265,24 +256,35 @@ class Agent:
                          "data": protocol.pack_bytes(data)})
 
     async def follow_gateway(self, gateway):
-        """Relay a gateway daemon's address and answers; its final statistics are output."""
-        while line := await gateway.process.stdout.readline():
-            try:
-                answer = json.loads(line)
-            except ValueError:
-                answer = {"error": f"gateway daemon printed {line[:200]!r}, not JSON"}
-            if "address" in answer:
-                await self.send({"type": "address", "gateway": gateway.ident,
-                                 "address": answer["address"]})
-            elif "status" in answer:
-                self._answered(gateway, answer["status"])
-            elif answer.get("ok"):
-                await self.send({"type": "ready", "gateway": gateway.ident})
-            elif "error" in answer:     # it cannot forward as told: the job cannot run
-                await self.send({"type": "error", "gateway": gateway.ident, "fatal": True,
-                                 "message": f"gateway daemon: {answer['error']}"})
-            else:                       # {"exit": ..., "stats": {...}} as it stops
-                await self.output(gateway, "stdout", line)
+        """Relay a gateway daemon's answers; its final statistics become its output.
+
+        Its address goes to ``coc-run``, ``ok`` as ``ready``, ``status`` to the status
+        request in flight; an ``error`` or a garbled channel is fatal (it cannot forward as
+        told: the job cannot run).
+        """
+        peer = f"gateway daemon {gateway.ident}"
+        try:
+            while (message := await protocol.read_message(gateway.process.stdout,
+                                                          peer)) is not None:
+                try:
+                    kind = gatewayclient.answer(message, "gateway daemon")["type"]
+                except LaunchError as exc:
+                    await self.send({"type": "error", "gateway": gateway.ident, "fatal": True,
+                                     "message": str(exc)})
+                    continue
+                if kind == "address":
+                    await self.send({"type": "address", "gateway": gateway.ident,
+                                     "address": message["address"]})
+                elif kind == "status":
+                    self._answered(gateway, message["stats"])
+                elif kind == "ok":
+                    await self.send({"type": "ready", "gateway": gateway.ident})
+                elif kind == "exit":        # as it stops: one JSON line of output
+                    final = {"exit": message["reason"], "stats": message["stats"]}
+                    await self.output(gateway, "stdout", json.dumps(final).encode() + b"\n")
+        except ControlError as exc:
+            await self.send({"type": "error", "gateway": gateway.ident, "fatal": True,
+                             "message": str(exc)})
 
     async def keep_log(self, gateway):
         """Relay a gateway daemon's log, keeping its last lines to explain a failure."""
@@ -298,7 +300,7 @@ class Agent:
         """
         reader, writer = await asyncio.open_unix_connection(sock=sock)
         try:
-            message = await protocol.read_message(reader)
+            message = await protocol.read_message(reader, f"rank {rank}")
         except (ConnectionError, CocError) as exc:
             message = None
             if isinstance(exc, CocError):
@@ -316,7 +318,7 @@ class Agent:
         for child in self.children:
             update = updates.get(str(child.ident))
             if child.kind == "gateway" and update and not child.process.stdin.is_closing():
-                child.process.stdin.write(json.dumps(update).encode() + b"\n")
+                child.process.stdin.write(protocol.encode(gatewayclient.update(**update)))
 
     async def answer_rendezvous(self, answers):
         """Hand every rank of this site its rendezvous answer; keep its socket for status."""
@@ -344,15 +346,24 @@ class Agent:
     async def follow_rank(self, child, reader):
         """Take a rank's answers on its control socket until the rank closes it."""
         try:
-            while (message := await protocol.read_message(reader)) is not None:
+            peer = f"rank {child.ident}"
+            while (message := await protocol.read_message(reader, peer)) is not None:
                 if message["type"] == "status":
                     self._answered(child, message)
         except (ConnectionError, CocError):
             pass
 
     def _answered(self, child, answer):
-        if child.asked is not None and not child.asked.done():
-            child.asked.set_result(answer)
+        """Give ``answer`` to the oldest status request of ``child`` still waiting.
+
+        Answers come in the order of the requests; one whose request has given up (its
+        future cancelled) goes to the next, as the newer status it is.
+        """
+        while child.asked:
+            future = child.asked.popleft()
+            if not future.done():
+                future.set_result(answer)
+                return
 
     def tell_ranks(self, message):
         """Write ``message`` to every live rank's control socket (a closed one is skipped)."""
@@ -366,10 +377,12 @@ class Agent:
 
         Ranks answer with their progress and pending operations, gateway daemons with their
         engine stats; one that does not answer within ``timeout`` seconds is reported as
-        None (a rank busy outside coc, without releasing the GIL, cannot answer).
+        None (a rank busy outside coc, without releasing the GIL, cannot answer). Requests
+        may overlap (a new one before an unanswered one has timed out): each has its own
+        futures.
         """
         loop = asyncio.get_running_loop()
-        asked = []
+        asked = {}
         for child in self.children:
             if child.process.returncode is not None:
                 continue
@@ -377,18 +390,18 @@ class Agent:
                     and not child.channel.is_closing():
                 child.channel.write(protocol.encode({"type": "status", "id": request.get("id")}))
             elif child.kind == "gateway" and not child.process.stdin.is_closing():
-                child.process.stdin.write(b'{"status": true}\n')
+                child.process.stdin.write(protocol.encode(gatewayclient.STATUS))
             else:
                 continue
-            child.asked = loop.create_future()
-            asked.append(child)
+            asked[child] = loop.create_future()
+            child.asked.append(asked[child])
         if asked:
-            await asyncio.wait([c.asked for c in asked],
+            await asyncio.wait(asked.values(),
                                timeout=float(request.get("timeout", _STATUS_TIMEOUT)))
         answers = {"ranks": {}, "gateways": {}}
-        for child in asked:
-            answer = child.asked.result() if child.asked.done() else None
-            child.asked = None
+        for child, future in asked.items():
+            answer = future.result() if future.done() else None
+            future.cancel()                  # unanswered: a late answer skips it
             answers[f"{child.kind}s"][str(child.ident)] = answer
         await self.send({"type": "status", "id": request.get("id"), **answers})
 

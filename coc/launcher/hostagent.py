@@ -18,6 +18,7 @@ import signal
 
 from coc.errors import CocError
 from coc import protocol
+from coc.childprocess import die_with_parent
 
 __all__ = ["HostAgent", "start_host_agents", "forward", "wait_all"]
 
@@ -68,7 +69,6 @@ class HostAgent:
 
 
 async def _start(site_agent, host, argv, part):
-    from coc.launcher.agent import die_with_parent
     process = await asyncio.create_subprocess_exec(
         *argv, start_new_session=True, preexec_fn=die_with_parent,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)

@@ -111,24 +111,13 @@ class Request:
         if inner is None:
             _empty(status)
             return None
-        try:
-            value = inner.wait(status)
-        except (ValueError, CocError) as exc:
-            raise_as_mpi(exc)
+        value = mpi_errors(lambda: inner.wait(status))
         self._r = None
         return value
 
     def Wait(self, status=None):
         """Wait for completion, filling ``status``; return True."""
-        inner = self._r
-        if inner is None:
-            _empty(status)
-            return True
-        try:
-            inner.wait(status)
-        except (ValueError, CocError) as exc:
-            raise_as_mpi(exc)
-        self._r = None
+        self.wait(status)
         return True
 
     def test(self, status=None):

@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import engine_peers  # noqa: E402
 
 from coc._native import engine  # noqa: E402
-from coc.gateway import GatewayProcess  # noqa: E402
+from coc.gatewayclient import GatewayProcess  # noqa: E402
 from hang_bounds import scaled
 
 TIMEOUT = scaled(30.0)

@@ -59,7 +59,7 @@ def test_two_gateways_in_a_row(open_engine, spawn, gateway):
     for gw in (g1, g2):
         assert gw.stats()["frames_forwarded"] >= 2 * len(SIZES)
     final = g1.stop()
-    assert final["exit"] == "eof" and final["stats"]["frames_forwarded"] >= 2 * len(SIZES)
+    assert final["reason"] == "eof" and final["stats"]["frames_forwarded"] >= 2 * len(SIZES)
 
 
 def test_two_gateways_share_load_in_order(open_engine, spawn, gateway):

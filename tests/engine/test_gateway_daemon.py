@@ -9,8 +9,9 @@ import time
 import pytest
 
 import engine_peers
+from coc import gatewayclient, protocol
 from coc.errors import LaunchError
-from coc.gateway import GatewayProcess
+from coc.gatewayclient import GatewayProcess
 from hang_bounds import scaled
 
 TIMEOUT = scaled(30.0)
@@ -28,7 +29,7 @@ def test_secret_stays_off_the_command_line(gateway):
 def test_eof_stops_with_final_stats(gateway):
     gw = gateway(10)
     final = gw.stop()
-    assert final["exit"] == "eof"
+    assert final["reason"] == "eof"
     assert set(final["stats"]) >= {"frames_forwarded", "forward_bytes_buffered_max"}
     assert gw.proc.returncode == 0
 
@@ -38,7 +39,7 @@ def test_signal_stops_with_final_stats(gateway, sig):
     gw = gateway(10)
     gw.proc.send_signal(sig)
     final = gw.read(TIMEOUT)
-    assert final["exit"] == sig.name and "stats" in final
+    assert final["reason"] == sig.name and "stats" in final
     assert gw.proc.wait(TIMEOUT) == -sig      # ended by the signal, not "exited with code 0"
 
 
@@ -57,10 +58,34 @@ def test_signal_while_waiting_for_the_configuration_ends_the_daemon():
 def test_bad_update_is_answered_and_daemon_keeps_running(gateway):
     gw = gateway(10)
     with pytest.raises(LaunchError, match="route to 5"):
-        gw.request({"routes": {"5": "nowhere"}})
-    with pytest.raises(LaunchError, match="update"):
-        gw.request({"stop": True})
+        gw.request(gatewayclient.update(routes={5: "nowhere"}))
+    with pytest.raises(LaunchError, match=r"an update has .* not \['colour'\]"):
+        gw.request({**gatewayclient.update(), "colour": "red"})
+    with pytest.raises(LaunchError, match=r"unknown request 'stop' \(expected update or status"):
+        gw.request({"type": "stop"})
     assert gw.stats()["connections_open"] == 0
+
+
+def test_a_garbled_message_ends_the_daemon_with_an_error_naming_its_driver(gateway):
+    gw = gateway(10)
+    with pytest.raises(LaunchError, match=r"coc.gateway's driver \(stdin\): control message "
+                                          "without a type"):
+        gw.request({"routes": {}})
+    assert gw.proc.wait(TIMEOUT) == 2
+
+
+def test_a_first_message_other_than_config_is_refused():
+    proc = subprocess.Popen([sys.executable, "-m", "coc.gateway"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        protocol.write_message(proc.stdin.fileno(), gatewayclient.STATUS)
+        answer = protocol.MessageReader(proc.stdout.fileno(), "coc.gateway").read(TIMEOUT)
+        assert answer == {"type": "error",
+                          "message": "the first message must be config, not 'status'"}
+        assert proc.wait(TIMEOUT) == 2
+    finally:
+        proc.kill()
+        proc.communicate()
 
 
 @pytest.mark.parametrize("config,message", [

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from coc.launcher.agent import die_with_parent
+from coc.childprocess import die_with_parent
 
 __all__ = ["SlurmCluster", "missing_reason", "start_cluster"]
 

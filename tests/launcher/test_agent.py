@@ -1,10 +1,12 @@
 """The site agent driven directly over its control channel, as a spawner would connect it."""
 
 import asyncio
+import json
 import struct
 import sys
 
 from coc import protocol
+from coc.pycommand import python_argv
 from launcher_helpers import assert_all_gone, program, recorded_pids, wait_for_files
 
 
@@ -107,3 +109,68 @@ def test_the_rank_finds_its_welcome_and_its_address_is_relayed(tmp_path):
     assert addresses == {0: "tcp://h:0", 1: "tcp://h:1"}
     assert {rank: text.decode().splitlines() for rank, text in output.items()} == {
         0: ["0 0000", "answered"], 1: ["1 0000", "answered"]}
+
+
+def _gateway_job(argv):
+    return {"type": "job", "job_id": "t", "site": "a", "grace": 5.0, "ranks": [],
+            "gateways": [{"endpoint": 10, "host": "a1", "argv": argv,
+                          "config": {"self_id": 10, "secret": "00" * 32}}]}
+
+
+def test_the_agent_drives_a_gateway_daemon_through_the_control_protocol():
+    """Address, update → ready, status → stats (two requests at once too), stop → the final
+    stats as one output line."""
+    async def scenario():
+        proc = await _agent()
+        proc.stdin.write(protocol.encode(_gateway_job(python_argv("coc.gateway"))))
+        seen = []
+
+        async def until(kind):
+            while (message := await asyncio.wait_for(protocol.read_message(proc.stdout), 20)):
+                seen.append(message)
+                if message["type"] == kind:
+                    return message
+
+        address = await until("address")
+        proc.stdin.write(protocol.encode({"type": "gateways", "updates": {
+            "10": {"peers": {"1": "tcp://127.0.0.1:1"}, "connect": []}}}))
+        ready = await until("ready")
+        for ident in (3, 4):            # the second before the first is answered
+            proc.stdin.write(protocol.encode({"type": "status", "id": ident, "timeout": 10}))
+        status = await until("status")
+        second = await until("status")
+        proc.stdin.write(protocol.encode({"type": "stop"}))
+        return address, ready, [status, second], seen + (await _until_done(proc))[0]
+
+    address, ready, statuses, messages = asyncio.run(scenario())
+    assert address["gateway"] == 10 and address["address"].startswith("tcp://127.0.0.1:")
+    assert ready == {"type": "ready", "gateway": 10}
+    assert sorted(s["id"] for s in statuses) == [3, 4]
+    assert all(s["gateways"]["10"]["connections_open"] == 0 for s in statuses)
+    stdout = b"".join(protocol.unpack_bytes(m["data"]) for m in messages
+                      if m["type"] == "output" and m["stream"] == "stdout")
+    final = json.loads(stdout)
+    assert final["exit"] == "SIGTERM" and "frames_forwarded" in final["stats"]
+    assert [m["signal"] for m in messages if m["type"] == "exit"] == [15]
+    assert not [m for m in messages if m["type"] == "error"]
+
+
+def test_a_gateway_daemon_that_garbles_its_channel_is_a_fatal_error_naming_it():
+    """A daemon that prints text instead of messages: its first bytes are an absurd length."""
+    argv = [sys.executable, "-c", "import sys; print('hello world', flush=True); "
+                                  "sys.stdin.read()"]
+
+    async def scenario():
+        proc = await _agent()
+        proc.stdin.write(protocol.encode(_gateway_job(argv)))
+        while (message := await asyncio.wait_for(protocol.read_message(proc.stdout), 20)):
+            if message["type"] == "error":
+                break
+        proc.stdin.write(protocol.encode({"type": "stop"}))
+        await _until_done(proc)
+        return message
+
+    error = asyncio.run(scenario())
+    assert error["gateway"] == 10 and error["fatal"]
+    assert error["message"].startswith("gateway daemon 10: control message announces "
+                                       f"{int.from_bytes(b'hell', 'big')} bytes")

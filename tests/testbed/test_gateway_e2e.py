@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import coc._engine
-from coc.gateway import GatewayProcess
+from coc.gatewayclient import GatewayProcess
 from coc.topology import route
 from hang_bounds import scaled
 

@@ -33,10 +33,11 @@ import sys
 import sysconfig
 import tempfile
 
-from coc.errors import LaunchError
+from coc.errors import CocError, LaunchError
 from coc import protocol
 from coc.pycommand import python_argv
-from coc.launcher.agent import MPIEXEC, Child, die_with_parent, rank_socket
+from coc.childprocess import die_with_parent
+from coc.launcher.agent import MPIEXEC, Child, rank_socket
 from coc.rendezvous import CONTROL_SOCKET
 from coc.launcher import spawners
 from coc.launcher.spawners.local import LocalSpawner
@@ -174,7 +175,8 @@ async def _attach(agent, conn, ranks, attached):
     """Serve one shepherd: give it its rank's command, environment and fds; adopt the rank."""
     loop = asyncio.get_running_loop()
     hello = protocol.decode(await _read_exactly(
-        loop, conn, protocol.decode_length(await _read_exactly(loop, conn, 4))))
+        loop, conn, protocol.decode_length(await _read_exactly(loop, conn, 4), "a shepherd")),
+        "a shepherd")
     index = hello.get("index")
     if not isinstance(index, int) or not 0 <= index < len(ranks) or index in attached:
         raise LaunchError(f"a shepherd claims PMI_RANK {index!r} of {len(ranks)}")
@@ -213,7 +215,7 @@ async def _follow_exit(reader, child):
     """Resolve ``child.exited`` with the exit its shepherd reports (SIGKILL if it vanishes)."""
     try:
         ended = await protocol.read_message(reader)
-    except (LaunchError, ConnectionError):
+    except (CocError, ConnectionError):    # a garbled channel: treated as a vanished one
         ended = None
     if ended is None:      # the shepherd was killed, and its program with it (PDEATHSIG)
         ended = {"code": None, "signal": signal.SIGKILL}

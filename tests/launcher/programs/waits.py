@@ -2,9 +2,12 @@
 
 ``--mode hang``: every rank blocks in ``Recv`` from the next rank (nobody sends).
 ``--mode late``: rank 0 receives from rank 1, which sleeps ``--sleep`` seconds first.
-``--mode flood``: rank 0 posts a receive of 64 MiB, learns that rank 1 has sent it (a small
-message behind the envelope), then stops itself (SIGSTOP): the bytes fill the queues on the
-way. (A flood of eager sends would not: past its credit a sender waits for the receiver.)
+``--mode flood``: rank 1 sends 64 MiB and a small message behind its envelope; rank 0
+receives the small one (so the envelope is already here), then posts the receive of the
+64 MiB, whose answer leaves at once from that call, and stops itself (SIGSTOP) right after:
+the bytes fill the queues on the way. Had it posted the receive first and stopped after the
+small message, a slow wake-up (a loaded machine) could let all 64 MiB arrive first. (A flood
+of eager sends would not fill them: past its credit a sender waits for the receiver.)
 ``--mode exit``: rank 0 exits at once (code 0, after sending ``--send-first`` messages);
 the others sleep ``--sleep`` seconds, receive those messages, then one more that never comes.
 """
@@ -39,8 +42,8 @@ elif args.mode == "late":
 elif args.mode == "flood":
     big = np.ones(64 << 20, dtype=np.uint8)
     if comm.rank == 0:
-        comm.Irecv(big, source=1, tag=3)
-        comm.Recv(buf, source=1, tag=4)          # behind the envelope: the transfer is on
+        comm.Recv(buf, source=1, tag=4)          # behind the envelope: it is here
+        comm.Irecv(big, source=1, tag=3)         # matches it: the answer leaves now
         os.kill(os.getpid(), signal.SIGSTOP)
     elif comm.rank == 1:
         req = comm.Isend(big, dest=0, tag=3)
