@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from coc.pycommand import python_argv
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 #: Each application's arguments at its real size (docs/examples.md); the CI size is no arguments.
@@ -39,7 +41,7 @@ TIMEOUT = 1800
 
 def run(name, args, report, launcher_args=()):
     """Run one application once; return its JSON report."""
-    cmd = [sys.executable, "-m", "coc.launcher.cli", "-n", "8", "--timeout", str(TIMEOUT),
+    cmd = [*python_argv("coc.launcher.cli"), "-n", "8", "--timeout", str(TIMEOUT),
            *launcher_args,
            sys.executable, str(EXAMPLES / f"{name}.py"), *args, "--json", str(report)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 60,

@@ -32,9 +32,11 @@ import subprocess
 import sys
 import time
 
+from coc.pycommand import python_argv
+
 TIMEOUT = 120
 TESTBED = f"launch-bench-{os.getpid()}"
-COC_RUN = [sys.executable, "-m", "coc.launcher.cli"]
+COC_RUN = python_argv("coc.launcher.cli")
 
 
 def rank_main(kind):
@@ -109,7 +111,7 @@ def netns_reason():
 def _testbed(action):
     """Build (``up``) or remove (``down``) the benchmark's two-sites testbed."""
     topology = ["two-sites"] if action == "up" else []
-    subprocess.run([sys.executable, "-m", "coc.cli", "testbed", action, *topology,
+    subprocess.run([*python_argv("coc.cli"), "testbed", action, *topology,
                     "--name", TESTBED], check=True, capture_output=True, timeout=TIMEOUT)
 
 

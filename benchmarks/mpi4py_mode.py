@@ -27,6 +27,8 @@ from functools import partial
 
 from roundtrips import buffer_round_trip
 
+from coc.pycommand import python_argv
+
 SIZES = [8, 1 << 20]
 PLACEMENTS = {"same host": ["--site", "a=2"], "two sites": ["--site", "a=1", "--site", "b=1"]}
 TIMEOUT = 600
@@ -105,7 +107,7 @@ def call_cost():
 
 
 def _job(placement, repeat, pin):
-    cmd = [*(["taskset", "-c", "0"] if pin else []), sys.executable, "-m", "coc.launcher.cli",
+    cmd = [*(["taskset", "-c", "0"] if pin else []), *python_argv("coc.launcher.cli"),
            "--mpi4py", *PLACEMENTS[placement], "--timeout", str(TIMEOUT), sys.executable,
            __file__, "--rank", "--repeat", str(repeat)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 60)

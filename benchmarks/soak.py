@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from coc.pycommand import python_argv
+
 P2P_SIZES = [8, 1024, 65536, 1 << 20, 4 << 20]
 COLL_SIZE = 1 << 16                       # float64 elements of the Allreduce
 OBJECT_ARRAY = 1 << 17                    # float64 elements in the object (1 MiB)
@@ -168,7 +170,7 @@ def summarize(samples, warmup):
 def drive(args):
     """Run the job, sample memory until it ends; return the result dict."""
     sites = [item.strip() for item in args.sites.split(",") if item.strip()]
-    cmd = [sys.executable, "-m", "coc.launcher.cli", *[w for s in sites for w in ("--site", s)],
+    cmd = [*python_argv("coc.launcher.cli"), *[w for s in sites for w in ("--site", s)],
            "--timeout", str(args.seconds + 300), sys.executable, os.path.abspath(__file__),
            "--rank", "--seconds", str(args.seconds), "--pause", str(args.pause)]
     start = time.monotonic()

@@ -79,7 +79,8 @@ def main():
     for step, values in rows.items():
         walls, cpus = [w for w, _ in values], [c for _, c in values]
         print(f"  {step + ':':34s} wall {statistics.median(walls):6.2f} "
-              f"[{min(walls):.2f}-{max(walls):.2f}]  cpu {statistics.median(cpus):6.2f}")
+              f"[{min(walls):.2f}-{max(walls):.2f}]  cpu {statistics.median(cpus):6.2f} "
+              f"[{min(cpus):.2f}-{max(cpus):.2f}]")
 
 
 if __name__ == "__main__":

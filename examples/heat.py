@@ -21,25 +21,11 @@ Real size: ``coc-run -n 8 python examples/heat.py --n 2048 --steps 500``.
 """
 
 import argparse
-import json
-import sys
 
 import numpy as np
 
 import coc
-
-
-class Stopwatch:
-    """Add up the seconds spent inside ``with stopwatch:`` blocks (the communication calls)."""
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def __enter__(self):
-        self.started = coc.Wtime()
-
-    def __exit__(self, *exc):
-        self.seconds += coc.Wtime() - self.started
+from coc.bench.application import Stopwatch, report
 
 
 def process_grid(size):
@@ -130,21 +116,11 @@ def main():
                                          np.arange(col0 + 1, col0 + ncols + 1), args.steps))
     max_error = comm.allreduce(float(error.max(initial=0.0)), op=coc.MAX)
     verified = bool(max_error < 1e-9)
-    elapsed = comm.allreduce(elapsed, op=coc.MAX)
-    comm_time = comm.allreduce(clock.seconds) / size
-    if rank == 0:
-        print(f"heat: {args.n} x {args.n} grid, {args.steps} steps on {size} ranks "
-              f"({prows} x {pcols}): residual {residual[0]:.3e}, max error {max_error:.1e} "
-              f"against the closed form: {'verified' if verified else 'FAILED'}")
-        print(f"heat: time {elapsed:.3f} s, communication {comm_time:.3f} s "
-              f"({100 * comm_time / elapsed:.1f} %)", flush=True)
-        if args.json:
-            with open(args.json, "w") as out:
-                json.dump({"time": elapsed, "comm_time": comm_time, "verified": verified,
-                           "params": {**vars(args), "ranks": size}}, out)
-    comm.barrier()        # rank 0's report is out before a failed check ends the job
-    if not verified:
-        sys.exit(1)
+    report(comm, "heat", f"{args.n} x {args.n} grid, {args.steps} steps on {size} ranks "
+           f"({prows} x {pcols}): residual {residual[0]:.3e}, max error {max_error:.1e} "
+           f"against the closed form",
+           verified=verified, elapsed=elapsed, stopwatch=clock, json_path=args.json,
+           params=vars(args))
 
 
 if __name__ == "__main__":

@@ -24,9 +24,7 @@ Real size: ``coc-run -n 8 python examples/hpl.py --n 4096 --nb 64``.
 """
 
 import argparse
-import json
 import os
-import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # the ranks are the parallelism
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -34,19 +32,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402 (after the BLAS thread settings)
 
 import coc  # noqa: E402
-
-
-class Stopwatch:
-    """Add up the seconds spent inside ``with stopwatch:`` blocks (the communication calls)."""
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def __enter__(self):
-        self.started = coc.Wtime()
-
-    def __exit__(self, *exc):
-        self.seconds += coc.Wtime() - self.started
+from coc.bench.application import Stopwatch, report  # noqa: E402
 
 
 def column_block(n, nb, block, seed):
@@ -155,21 +141,12 @@ def main():
     residual = np.abs(ax - b).max() / (np.finfo(float).eps * n *
                                        (a_norm.max() * x_norm + np.abs(b).max()))
     verified = bool(residual < 16)
-    elapsed = comm.allreduce(elapsed, op=coc.MAX)
-    comm_time = comm.allreduce(clock.seconds) / size
-    if rank == 0:
-        gflops = (2 / 3 * n ** 3 + 1.5 * n ** 2) / elapsed / 1e9
-        print(f"hpl: N = {n}, nb = {nb} on {size} ranks: {gflops:.2f} Gflop/s, scaled residual "
-              f"{residual:.3f} (< 16): {'verified' if verified else 'FAILED'}")
-        print(f"hpl: time {elapsed:.3f} s, communication {comm_time:.3f} s "
-              f"({100 * comm_time / elapsed:.1f} %)", flush=True)
-        if args.json:
-            with open(args.json, "w") as out:
-                json.dump({"time": elapsed, "comm_time": comm_time, "verified": verified,
-                           "params": {**vars(args), "ranks": size, "gflops": gflops}}, out)
-    comm.barrier()        # rank 0's report is out before a failed check ends the job
-    if not verified:
-        sys.exit(1)
+    elapsed = comm.allreduce(elapsed, op=coc.MAX)     # the slowest rank's, for the rate
+    gflops = (2 / 3 * n ** 3 + 1.5 * n ** 2) / elapsed / 1e9
+    report(comm, "hpl", f"N = {n}, nb = {nb} on {size} ranks: {gflops:.2f} Gflop/s, "
+           f"scaled residual {residual:.3f} (< 16)",
+           verified=verified, elapsed=elapsed, stopwatch=clock, json_path=args.json,
+           params={**vars(args), "gflops": gflops})
 
 
 if __name__ == "__main__":

@@ -23,25 +23,11 @@ Real size: ``coc-run -n 8 python examples/isort.py --class A`` (2^23 keys up to 
 """
 
 import argparse
-import json
-import sys
 
 import numpy as np
 
 import coc
-
-
-class Stopwatch:
-    """Add up the seconds spent inside ``with stopwatch:`` blocks (the communication calls)."""
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def __enter__(self):
-        self.started = coc.Wtime()
-
-    def __exit__(self, *exc):
-        self.seconds += coc.Wtime() - self.started
+from coc.bench.application import Stopwatch, report
 
 
 #: NAS IS problem classes: (log2 of the number of keys, log2 of the largest key).
@@ -119,22 +105,11 @@ def main():
         comm.allreduce(checksum(sorted_keys)) % 2 ** 64 == comm.allreduce(checksum(keys)) % 2 ** 64
     local_ok = comm.allreduce(bool(in_range and ranks_ok), op=coc.LAND)
     verified = bool(local_ok and ordered and kept)
-    elapsed = comm.allreduce(elapsed, op=coc.MAX)
-    comm_time = comm.allreduce(clock.seconds) / size
-    if rank == 0:
-        print(f"isort: class {args.cls}, {total} keys below {max_key} on {size} ranks, "
-              f"{ITERATIONS} iterations: keys in their ranks' ranges and ranked {local_ok}, "
-              f"sorted across ranks {ordered}, count and checksum kept {kept}: "
-              f"{'verified' if verified else 'FAILED'}")
-        print(f"isort: time {elapsed:.3f} s, communication {comm_time:.3f} s "
-              f"({100 * comm_time / elapsed:.1f} %)", flush=True)
-        if args.json:
-            with open(args.json, "w") as out:
-                json.dump({"time": elapsed, "comm_time": comm_time, "verified": verified,
-                           "params": {**vars(args), "ranks": size}}, out)
-    comm.barrier()        # rank 0's report is out before a failed check ends the job
-    if not verified:
-        sys.exit(1)
+    report(comm, "isort", f"class {args.cls}, {total} keys below {max_key} on {size} ranks, "
+           f"{ITERATIONS} iterations: keys in their ranks' ranges and ranked {local_ok}, "
+           f"sorted across ranks {ordered}, count and checksum kept {kept}",
+           verified=verified, elapsed=elapsed, stopwatch=clock, json_path=args.json,
+           params=vars(args))
 
 
 if __name__ == "__main__":

@@ -25,9 +25,7 @@ Real size: ``coc-run -n 8 python examples/lanczos.py --m 96`` (n = 9216, about 5
 """
 
 import argparse
-import json
 import os
-import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # the ranks are the parallelism
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -35,19 +33,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402 (after the BLAS thread settings)
 
 import coc  # noqa: E402
-
-
-class Stopwatch:
-    """Add up the seconds spent inside ``with stopwatch:`` blocks (the communication calls)."""
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def __enter__(self):
-        self.started = coc.Wtime()
-
-    def __exit__(self, *exc):
-        self.seconds += coc.Wtime() - self.started
+from coc.bench.application import Stopwatch, report  # noqa: E402
 
 
 WANTED = 4                                    # eigenvalues sought, as JADA's run
@@ -113,7 +99,7 @@ def main():
 
     comm.Barrier()
     start = coc.Wtime()
-    clock.seconds = 0.0                           # count the measured part only
+    clock.reset()                                 # count the measured part only
     for step in range(max_steps):
         matvec(basis[step], w)
         previous = basis[:step + 1]
@@ -140,22 +126,12 @@ def main():
     expected = known_eigenvalues(m, cy)
     error = float(np.abs(ritz - expected).max() / (4 + 4 * cy)) if len(ritz) == WANTED else 1.0
     verified = bool(converged and error < 1e-8)
-    elapsed = comm.allreduce(elapsed, op=coc.MAX)
-    comm_time = comm.allreduce(clock.seconds) / size
-    if rank == 0:
-        print(f"lanczos: n = {m * m} ({m} x {m} grid) on {size} ranks, {step + 1} steps"
-              f"{'' if converged else ' (not converged)'}: smallest eigenvalues "
-              f"{', '.join(f'{v:.10f}' for v in ritz)}, relative error {error:.1e} "
-              f"against the known spectrum: {'verified' if verified else 'FAILED'}")
-        print(f"lanczos: time {elapsed:.3f} s, communication {comm_time:.3f} s "
-              f"({100 * comm_time / elapsed:.1f} %)", flush=True)
-        if args.json:
-            with open(args.json, "w") as out:
-                json.dump({"time": elapsed, "comm_time": comm_time, "verified": verified,
-                           "params": {**vars(args), "ranks": size}}, out)
-    comm.barrier()        # rank 0's report is out before a failed check ends the job
-    if not verified:
-        sys.exit(1)
+    report(comm, "lanczos", f"n = {m * m} ({m} x {m} grid) on {size} ranks, {step + 1} steps"
+           f"{'' if converged else ' (not converged)'}: smallest eigenvalues "
+           f"{', '.join(f'{v:.10f}' for v in ritz)}, relative error {error:.1e} "
+           f"against the known spectrum",
+           verified=verified, elapsed=elapsed, stopwatch=clock, json_path=args.json,
+           params=vars(args))
 
 
 if __name__ == "__main__":

@@ -19,25 +19,11 @@ Real size (the paper's): ``coc-run -n 8 python examples/list_ranking.py --n 1000
 """
 
 import argparse
-import json
-import sys
 
 import numpy as np
 
 import coc
-
-
-class Stopwatch:
-    """Add up the seconds spent inside ``with stopwatch:`` blocks (the communication calls)."""
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def __enter__(self):
-        self.started = coc.Wtime()
-
-    def __exit__(self, *exc):
-        self.seconds += coc.Wtime() - self.started
+from coc.bench.application import Stopwatch, report
 
 
 def random_list(total, seed):
@@ -106,20 +92,10 @@ def main():
 
     wrong = comm.allreduce(int((distance != expected).sum()))
     verified = bool(wrong == 0)
-    elapsed = comm.allreduce(elapsed, op=coc.MAX)
-    comm_time = comm.allreduce(clock.seconds) / size
-    if rank == 0:
-        print(f"list ranking: {n * size} elements on {size} ranks, {rounds} rounds of pointer "
-              f"jumping: {wrong} wrong ranks: {'verified' if verified else 'FAILED'}")
-        print(f"list ranking: time {elapsed:.3f} s, communication {comm_time:.3f} s "
-              f"({100 * comm_time / elapsed:.1f} %)", flush=True)
-        if args.json:
-            with open(args.json, "w") as out:
-                json.dump({"time": elapsed, "comm_time": comm_time, "verified": verified,
-                           "params": {**vars(args), "ranks": size}}, out)
-    comm.barrier()        # rank 0's report is out before a failed check ends the job
-    if not verified:
-        sys.exit(1)
+    report(comm, "list ranking", f"{n * size} elements on {size} ranks, {rounds} rounds "
+           f"of pointer jumping: {wrong} wrong ranks",
+           verified=verified, elapsed=elapsed, stopwatch=clock, json_path=args.json,
+           params=vars(args))
 
 
 if __name__ == "__main__":

@@ -30,25 +30,11 @@ Real size: ``coc-run -n 8 python examples/md.py --cells 12 --steps 100`` (6912 a
 """
 
 import argparse
-import json
-import sys
 
 import numpy as np
 
 import coc
-
-
-class Stopwatch:
-    """Add up the seconds spent inside ``with stopwatch:`` blocks (the communication calls)."""
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def __enter__(self):
-        self.started = coc.Wtime()
-
-    def __exit__(self, *exc):
-        self.seconds += coc.Wtime() - self.started
+from coc.bench.application import Stopwatch, report
 
 
 DENSITY, CUTOFF, DT = 0.8442, 2.5, 0.005
@@ -195,7 +181,7 @@ def main():
     drift = 0.0                                   # the largest energy change seen, per atom
     comm.Barrier()
     start = coc.Wtime()
-    clock.seconds = 0.0                           # count the measured part only
+    clock.reset()                                 # count the measured part only
     for step in range(1, args.steps + 1):
         state[:, 3:] += 0.5 * DT * force
         state[:, :3] += DT * state[:, 3:]
@@ -212,24 +198,14 @@ def main():
     momentum = np.abs(comm.allreduce(state[:, 3:].sum(axis=0))).max()
     verified = bool(count == atoms_total and momentum < 1e-9 * atoms_total
                     and drift < args.drift)
-    elapsed = comm.allreduce(elapsed, op=coc.MAX)
-    comm_time = comm.allreduce(clock.seconds) / size
-    if rank == 0:
-        print(f"md: {atoms_total} atoms, {args.steps} steps on {size} ranks "
-              f"({' x '.join(map(str, grid))} bricks): temperature "
-              f"{2 * kinetic / (3 * atoms_total - 3):.3f}, energy per atom "
-              f"{start_energy / atoms_total:.5f} -> "
-              f"{(kinetic + total_potential) / atoms_total:.5f} (drift {drift:.1e}), "
-              f"{count} atoms, momentum {momentum:.1e}: {'verified' if verified else 'FAILED'}")
-        print(f"md: time {elapsed:.3f} s, communication {comm_time:.3f} s "
-              f"({100 * comm_time / elapsed:.1f} %)", flush=True)
-        if args.json:
-            with open(args.json, "w") as out:
-                json.dump({"time": elapsed, "comm_time": comm_time, "verified": verified,
-                           "params": {**vars(args), "ranks": size}}, out)
-    comm.barrier()        # rank 0's report is out before a failed check ends the job
-    if not verified:
-        sys.exit(1)
+    report(comm, "md", f"{atoms_total} atoms, {args.steps} steps on {size} ranks "
+           f"({' x '.join(map(str, grid))} bricks): temperature "
+           f"{2 * kinetic / (3 * atoms_total - 3):.3f}, energy per atom "
+           f"{start_energy / atoms_total:.5f} -> "
+           f"{(kinetic + total_potential) / atoms_total:.5f} (drift {drift:.1e}), "
+           f"{count} atoms, momentum {momentum:.1e}",
+           verified=verified, elapsed=elapsed, stopwatch=clock, json_path=args.json,
+           params=vars(args))
 
 
 if __name__ == "__main__":

@@ -20,25 +20,11 @@ Real size: ``coc-run -n 8 python examples/render.py --width 2048 --height 1536``
 
 import argparse
 import hashlib
-import json
-import sys
 
 import numpy as np
 
 import coc
-
-
-class Stopwatch:
-    """Add up the seconds spent inside ``with stopwatch:`` blocks (the communication calls)."""
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def __enter__(self):
-        self.started = coc.Wtime()
-
-    def __exit__(self, *exc):
-        self.seconds += coc.Wtime() - self.started
+from coc.bench.application import Stopwatch, report
 
 
 # The scene: spheres (centre x, y, z, radius), their colours and reflectivities; a floor
@@ -187,22 +173,15 @@ def main():
             with open(args.output, "wb") as out:
                 out.write(b"P6 %d %d 255\n" % (args.width, args.height) + image.tobytes())
     verified = comm.bcast(verified, root=0)
-    elapsed = comm.allreduce(elapsed, op=coc.MAX)
-    comm_time = comm.allreduce(clock.seconds) / comm.size
-    if comm.rank == 0:
-        print(f"render: {args.width} x {args.height} pixels in bands of {args.band} rows, "
-              f"{comm.size - 1} workers: sha256 {checksum[:16]} "
-              f"{'equals' if verified else 'differs from'} the serial render: "
-              f"{'verified' if verified else 'FAILED'}")
-        print(f"render: time {elapsed:.3f} s, communication {comm_time:.3f} s "
-              f"({100 * comm_time / elapsed:.1f} %)", flush=True)
-        if args.json:
-            with open(args.json, "w") as out:
-                json.dump({"time": elapsed, "comm_time": comm_time, "verified": verified,
-                           "params": {**vars(args), "ranks": comm.size}}, out)
-    comm.barrier()        # rank 0's report is out before a failed check ends the job
-    if not verified:
-        sys.exit(1)
+
+    def summary():
+        """Say what was rendered and how it was checked (the checksum is rank 0's)."""
+        return (f"{args.width} x {args.height} pixels in bands of {args.band} rows, "
+                f"{comm.size - 1} workers: sha256 {checksum[:16]} "
+                f"{'equals' if verified else 'differs from'} the serial render")
+
+    report(comm, "render", summary, verified=verified, elapsed=elapsed, stopwatch=clock,
+           json_path=args.json, params=vars(args))
 
 
 if __name__ == "__main__":

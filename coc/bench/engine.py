@@ -264,11 +264,18 @@ def run_coc(gateways, specs, *, prefix=(), options=None, transport="tcp", endpoi
 
 
 def native_tools():
-    """Build (if needed) the programs in native/tools/; return ``{name: path}``."""
-    native = Path(__file__).resolve().parents[2] / "native"
-    if not (native / "Makefile").is_file() or shutil.which("make") is None:
+    """Build (if needed) the programs in native/tools/; return ``{name: path}``.
+
+    They live in a source checkout: the one coc runs from (an editable install), else the
+    one in the working directory (the root of a clone coc was ``pip install``-ed from).
+    """
+    trees = (Path(__file__).resolve().parents[2], Path.cwd())
+    native = next((tree / "native" for tree in trees if (tree / "native" / "Makefile").is_file()),
+                  None)
+    if native is None or shutil.which("make") is None:
         raise CocError("coc bench engine needs the reference programs in native/tools/; "
-                       "run it from a source checkout of coc with make and a C compiler")
+                       "run it from the root of a source checkout of coc, with make and a C "
+                       "compiler")
     names = ("coc_pingpong", "coc_relay", "coc_enginepong")
     result = subprocess.run(["make", "-C", str(native), "-s", *(f"build/{n}" for n in names)],
                             capture_output=True, text=True)

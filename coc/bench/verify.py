@@ -27,6 +27,7 @@ import time
 import warnings
 
 from coc.errors import CocError, TopologyWarning
+from coc.pycommand import python_argv
 from coc.topology.units import format_size, format_time, parse_size
 
 __all__ = ["SIZES", "tcp_connections", "measure", "verify", "format_table", "register"]
@@ -88,7 +89,7 @@ def measure(topology, testbed, src, dst, size, reps, delays=(), timeout=_TIMEOUT
     ``src`` (which measured) first.
     """
     with tempfile.TemporaryDirectory(prefix="coc-verify-") as out:
-        argv = [sys.executable, "-m", "coc.launcher.cli", "--topology", str(topology),
+        argv = [*python_argv("coc.launcher.cli"), "--topology", str(topology),
                 "--testbed", testbed, "--host", f"{src}:1", "--host", f"{dst}:1", "-n", "2",
                 "--output-dir", out, *(f"--delay={d}" for d in delays),
                 "-m", "coc.bench.verify", "--rank", str(size), str(reps), src]

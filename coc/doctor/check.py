@@ -10,13 +10,13 @@ and ports are checked by the links their daemons make before any rank starts.
 
 import json
 import subprocess
-import sys
 import warnings
 from dataclasses import dataclass
 
 from coc import topology
 from coc.doctor.probe import PREFIX
 from coc.errors import TopologyWarning
+from coc.pycommand import python_argv
 from coc.topology.units import format_bandwidth, format_time
 
 __all__ = ["Row", "diagnose", "format_table", "CLOCK_TOLERANCE"]
@@ -49,7 +49,7 @@ def _probe_hosts(G):
 
 def coc_run_argv(source, G, options):
     """Return the ``coc-run`` command that runs the probe on every rank host of ``G``."""
-    argv = [sys.executable, "-m", "coc.launcher.cli", "--topology", str(source),
+    argv = [*python_argv("coc.launcher.cli"), "--topology", str(source),
             "--watchdog", "0", *options]
     for site, hosts in _probe_hosts(G).items():
         if hosts:

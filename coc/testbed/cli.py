@@ -2,9 +2,10 @@
 
 import argparse
 import datetime
+import warnings
 
 from coc.testbed import testbed as tb
-from coc.errors import TestbedError
+from coc.errors import TestbedError, TopologyWarning
 
 __all__ = ["register", "describe"]
 
@@ -65,7 +66,11 @@ def describe(bed):
 
 
 def _up(args):
-    bed = tb.up(args.topology, name=args.name, scale=args.scale)
+    with warnings.catch_warnings(record=True) as caught:   # one line each, as coc-run says them
+        warnings.simplefilter("always", TopologyWarning)
+        bed = tb.up(args.topology, name=args.name, scale=args.scale)
+    for warning in dict.fromkeys(str(w.message) for w in caught):
+        print(f"topology warning: {warning}")
     s = bed.state
     stale = s["stale_removed"]
     if stale["namespaces"]:

@@ -1,9 +1,12 @@
 """Read YAML text keeping the line of every mapping and key, so errors can name them.
 
-The text is checked against the limits of :mod:`coc.topology.limits` before it is built into
-objects: its size, how deep mappings and lists nest (the YAML library recurses once per level
-and dies of a stack overflow at some ten thousand) and how many nodes aliases add (a few lines
-of nested aliases can stand for billions of nodes).
+The document is built in one pass over the events of PyYAML's C parser, not by PyYAML's own
+composer and constructor (five times slower on a 26 MB file, most of it in Python code run
+for every node); that loader still reads the rare text the pass leaves to it. The text is
+checked against the limits of :mod:`coc.topology.limits` on the way: its size first, then on
+every event how deep mappings and lists nest (PyYAML's loader recurses once per level and
+dies of a stack overflow at some ten thousand) and how many nodes aliases add (a few lines of
+nested aliases can stand for billions of nodes), before the full loader would see the text.
 """
 
 import codecs
@@ -99,39 +102,155 @@ def decode(data, file=None):
                             line=data.count(b"\n", 0, exc.start) + 1) from None
 
 
-def _check_shape(text, file):
-    """Raise if ``text`` nests deeper than the limit or its aliases add too many nodes.
+_TAG = "tag:yaml.org,2002:"
+#: The tags of plain scalars the one-pass reader builds itself; others go to the full loader.
+_BUILT = {_TAG + name for name in ("int", "float", "bool", "null", "timestamp")}
+_KEY_TYPES = (str, int, float, bool, type(None))
+_RESOLVER = yaml.resolver.Resolver()
+_SCALARS = yaml.constructor.SafeConstructor()
+_MERGE = object()       # the plain key ``<<``
+_UNBUILT = object()     # a plain scalar of a tag the one-pass reader does not build
+_NO_KEY = object()      # a mapping waiting for its next key
+_FULL = object()        # what the one-pass reader returns for text the full loader must read
 
-    Walks the parser's events (no recursion, nothing built) keeping, for each anchor, how
-    many nodes it stands for; an alias adds that many.
+
+def _plain_value(text):
+    """Return the value of the plain (unquoted) scalar ``text``, as the safe loader builds it."""
+    tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))
+    if tag == _TAG + "str":
+        return text
+    if tag == _TAG + "merge":
+        return _MERGE
+    if tag not in _BUILT:
+        return _UNBUILT
+    return _SCALARS.yaml_constructors[tag](_SCALARS, yaml.ScalarNode(tag, text))
+
+
+class _Open:
+    """A mapping or list being read: what it holds so far and how many nodes it stands for."""
+
+    __slots__ = ("value", "anchor", "nodes", "key", "key_line", "merges")
+
+    def __init__(self, value, anchor):
+        self.value, self.anchor, self.nodes = value, anchor, 1
+        self.key, self.key_line, self.merges = _NO_KEY, None, []
+
+    def add(self, value, event, file):
+        """Put ``value`` (read from ``event``) in; return False where the full loader must."""
+        if value is _UNBUILT:
+            return False
+        mapping = self.value
+        if not isinstance(mapping, Mapping):
+            mapping.append(value)
+            return value is not _MERGE
+        if self.key is _NO_KEY:     # a key: a plain value, or ``<<``, written here
+            if type(event) is not yaml.ScalarEvent or not (
+                    value is _MERGE or isinstance(value, _KEY_TYPES)):
+                return False
+            self.key, self.key_line = value, event.start_mark.line + 1
+            return True
+        key, self.key = self.key, _NO_KEY
+        if value is _MERGE:
+            return False
+        if key is _MERGE:           # ``<<: *anchor`` or ``<<: [*a, *b]`` (the first one wins)
+            sources = value if isinstance(value, list) else [value]
+            if not sources or not all(isinstance(source, Mapping) for source in sources):
+                return False
+            self.merges.extend(reversed(sources))
+            return True
+        if key in mapping:
+            raise TopologyError(f"duplicate key {excerpt(key)} (first given on line "
+                                f"{mapping.lines[key]})", file=file, line=self.key_line)
+        mapping[key] = value
+        mapping.lines[key] = self.key_line
+        return True
+
+    def finish(self):
+        """Return the mapping or list read, the keys merged in by ``<<`` first."""
+        if not self.merges:
+            return self.value
+        merged = Mapping()
+        merged.line = self.value.line
+        for source in [*self.merges, self.value]:
+            merged.update(source)
+            merged.lines.update(source.lines)
+        return merged
+
+
+def _read_events(text, file):
+    """Build the document of ``text`` in one pass over the parser's events, checking limits.
+
+    The depth and alias checks run on every event, with nothing built recursively, so they
+    hold before any deep or aliased structure could hurt. Builds what topology files hold
+    (mappings with lines, lists, plain and quoted scalars, anchors, aliases, ``<<`` merges)
+    as the full loader would, several times faster; text using anything else (explicit
+    tags, a second document, an undefined or repeated anchor, a non-scalar key, ...) makes it
+    return ``_FULL`` once the limits are checked, and the full loader reads it (and names
+    its error).
     """
     bound = limits()
-    sizes = {}      # anchor -> nodes it stands for
-    open_ = []      # [anchor, nodes so far] of each mapping or list being read
+    anchors = {}    # anchor -> (object, nodes it stands for); None while its node is open
+    plain = {}      # plain scalar text -> its value (topology files repeat their words)
+    stack = []      # the mappings and lists being read
     added = 0       # nodes added by aliases
+    documents = 0
+    document = None
+    full = False    # the full loader must read this text: from here on only check limits
     for event in yaml.parse(text, Loader=_Base):
-        if isinstance(event, yaml.CollectionStartEvent):
-            open_.append([event.anchor, 1])
-            if len(open_) > bound.depth:
+        kind = type(event)
+        if kind is yaml.ScalarEvent:
+            anchor, nodes, value = event.anchor, 1, None
+            if full:
+                pass
+            elif event.tag is not None:
+                full = True
+            elif event.implicit[0]:
+                try:
+                    value = plain[event.value]
+                except KeyError:
+                    value = plain[event.value] = _plain_value(event.value)
+            else:
+                value = event.value
+        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            if event.anchor is not None:
+                full = full or event.anchor in anchors
+                anchors[event.anchor] = None
+            full = full or event.tag is not None
+            stack.append(_Open(Mapping() if kind is yaml.MappingStartEvent else [],
+                               event.anchor))
+            if len(stack) > bound.depth:
                 raise TopologyError(exceeded("the YAML nests", "depth"),
                                     file=file, line=event.start_mark.line + 1)
+            if kind is yaml.MappingStartEvent:
+                stack[-1].value.line = event.start_mark.line + 1
             continue
-        if isinstance(event, yaml.CollectionEndEvent):
-            anchor, nodes = open_.pop()
-        elif isinstance(event, yaml.AliasEvent):
-            anchor, nodes = None, sizes.get(event.anchor, 1)
+        elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            done = stack.pop()
+            anchor, nodes, value = done.anchor, done.nodes, None if full else done.finish()
+        elif kind is yaml.AliasEvent:
+            known = anchors.get(event.anchor)
+            anchor, (value, nodes) = None, known or (None, 1)
+            full = full or known is None
             added += nodes
             if added > bound.alias_nodes:
                 raise TopologyError(exceeded("aliases add", "alias_nodes"),
                                     file=file, line=event.start_mark.line + 1)
-        elif isinstance(event, yaml.ScalarEvent):
-            anchor, nodes = event.anchor, 1
+        elif kind is yaml.DocumentStartEvent:
+            documents += 1
+            full = full or documents > 1
+            continue
         else:
             continue
         if anchor is not None:
-            sizes[anchor] = nodes
-        if open_:
-            open_[-1][1] += nodes
+            full = full or (kind is yaml.ScalarEvent and anchor in anchors)
+            anchors[anchor] = (value, nodes)
+        if stack:
+            stack[-1].nodes += nodes
+            full = full or not stack[-1].add(value, event, file)
+        elif not full:
+            full = value is _UNBUILT or value is _MERGE
+            document = value
+    return _FULL if full else document
 
 
 def read_yaml(text, file=None):
@@ -168,11 +287,11 @@ def read_yaml(text, file=None):
     if len(text) > limits().document_bytes:
         raise TopologyError(exceeded("the document has", "document_bytes", len(text)),
                             file=file)
-    loader = _LineLoader(text)
-    loader.coc_file = file
     try:
-        _check_shape(text, file)
-        return loader.get_single_data()
+        document = _read_events(text, file)
+        if document is _FULL:
+            document = _full_load(text, file)
+        return document
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         context = f" ({exc.context})" if exc.context else ""
@@ -184,6 +303,14 @@ def read_yaml(text, file=None):
         raise
     except ValueError as exc:   # a value YAML cannot build, e.g. an integer of 5 000 digits
         raise TopologyError(shorten(f"YAML value error: {exc}"), file=file) from None
+
+
+def _full_load(text, file):
+    """Return the document of ``text`` read by PyYAML's whole safe loader (with lines)."""
+    loader = _LineLoader(text)
+    loader.coc_file = file
+    try:
+        return loader.get_single_data()
     finally:
         loader.dispose()
 

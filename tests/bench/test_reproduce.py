@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from hang_bounds import scaled
+from hang_bounds import read_line, scaled
 
 from coc.bench import netns_mpi, paths, reproduce
 from coc.bench.engine import native_tools
@@ -51,25 +51,28 @@ def test_rows_summarise_samples_and_drop_empty_sizes():
     assert out[8]["median"] == 3.0 and out[8]["n"] == 5 and out[8]["p99"] > out[8]["p90"]
 
 
-def _started(argv):
+def _started(procs, argv):
+    """Start a tool that prints 'port N' once it listens, add it to ``procs``; return N."""
     proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().split()
+    procs.append(proc)
+    line = read_line(proc, 30).split()
     assert line and line[0] == "port", f"{argv[0]} printed {line}"
-    return proc, line[1]
+    return line[1]
 
 
 def test_relay_delay_holds_both_directions():
     """coc_relay -d/-D: a round trip through one relay gains both delays (a lower bound)."""
     tools = native_tools()
-    server, port = _started([tools["coc_pingpong"], "server", "127.0.0.1", 0])
-    relay, rport = _started([tools["coc_relay"], "-d", 3000, "-D", 2000, "127.0.0.1", 0,
-                             "127.0.0.1", port])
+    procs = []
     try:
+        port = _started(procs, [tools["coc_pingpong"], "server", "127.0.0.1", 0])
+        rport = _started(procs, [tools["coc_relay"], "-d", 3000, "-D", 2000, "127.0.0.1", 0,
+                                 "127.0.0.1", port])
         out = subprocess.run([str(tools["coc_pingpong"]), "client", "127.0.0.1", rport,
                               "128:5", "65536:3"], capture_output=True, text=True, check=True,
                              timeout=scaled(60)).stdout
     finally:
-        for p in (relay, server):
+        for p in procs:
             p.kill()
             p.wait()
     rows = [list(map(int, line.split())) for line in out.splitlines()]

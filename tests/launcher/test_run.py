@@ -8,7 +8,7 @@ import pytest
 
 
 from launcher_helpers import assert_all_gone, program, recorded_pids
-from hang_bounds import scaled
+from hang_bounds import read_line, scaled
 
 
 @pytest.mark.parametrize("n", [1, 2, 8])
@@ -202,7 +202,7 @@ def test_a_reader_that_stops_early_does_not_hang_the_job(tmp_path):
     proc = subprocess.Popen([*COC_RUN, "-n", "2", "sh", "-c", "seq 1 200000"], cwd=tmp_path,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
-    assert proc.stdout.readline() == b"1\n"
+    assert read_line(proc, 30) == b"1\n"
     proc.stdout.close()                        # like `coc-run ... | head -1`
     try:
         assert proc.wait(timeout=scaled(20)) == 0

@@ -5,7 +5,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hang_bounds import scaled
+from hang_bounds import read_line, scaled
 
 NATIVE = Path(__file__).resolve().parents[2] / "native"
 TIMEOUT = scaled(60)
@@ -26,7 +26,7 @@ def _start(procs, *args):
     """Start a program that prints 'port N' once listening; return N."""
     proc = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, text=True)
     procs.append(proc)
-    word, port = proc.stdout.readline().split()
+    word, port = read_line(proc, 30).split()
     assert word == "port"
     return port
 

@@ -12,7 +12,7 @@ import pytest
 import coc.testbed
 from coc.errors import TopologyWarning
 from coc.topology import load
-from hang_bounds import scaled
+from hang_bounds import read_line, scaled
 
 ROOT_REASON = ("needs root: coc testbed builds network namespaces, veths and bridges "
                "(CI runs these as root)")
@@ -120,7 +120,7 @@ def serve(processes):
         argv = [sys.executable, "-c", SERVER, address, str(port)] + (["--rate"] if rate else [])
         p = bed.popen(host, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         processes(p)
-        line = p.stdout.readline()
+        line = read_line(p, 30)
         assert line.strip() == "ready", f"server on {host} failed: {line}{p.stderr.read()}"
         return p
 

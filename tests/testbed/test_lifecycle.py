@@ -104,13 +104,17 @@ def test_cli_up_exec_down():
     name = f"pt{os.getpid()}-cli"
 
     def coc(*args):
-        return subprocess.run([sys.executable, "-W", "ignore", "-m", "coc.cli", "testbed",
-                               *args], capture_output=True, text=True, timeout=scaled(60))
+        return subprocess.run([sys.executable, "-m", "coc.cli", "testbed", *args],
+                              capture_output=True, text=True, timeout=scaled(60))
 
     try:
         up = coc("up", "private-pair", "--name", name)
         assert up.returncode == 0, up.stderr
         assert f"testbed {name} up in" in up.stdout
+        # the topology's warnings once each, one line, not Python's warning machinery
+        assert up.stdout.count("topology warning: site cluster1 and site cluster2 are joined "
+                               "only through gateway 'fe1'") == 1, up.stdout
+        assert "TopologyWarning" not in up.stderr, up.stderr
         done = coc("exec", "--name", name, "fe1", "--", "ip", "-o", "-4", "addr", "show", "eth1")
         assert done.returncode == 0 and "203.0.113.1/24" in done.stdout
         assert coc("exec", "--name", name, "c1n1", "--", "false").returncode == 1
