@@ -145,16 +145,17 @@ def _parse(stdout, what, proc):
 
 def run_rank_job(kind, pin, quick, testbed=None):
     """Run the two-rank job: coc across sites (``testbed``), coc on one host, or mpi4py."""
+    from coc.pycommand import python_argv
     me = [sys.executable, os.path.abspath(__file__), "--rank",
           "coc" if kind != "mpi" else "mpi", *(["--quick"] if quick else [])]
     if kind == "mpi":
         cmd = [shutil.which("mpiexec") or "mpiexec", "-n", "2", *me]
     elif testbed:
-        cmd = [sys.executable, "-m", "coc.launcher.cli", "--topology", "two-sites",
+        cmd = [*python_argv("coc.launcher.cli"), "--topology", "two-sites",
                "--testbed", testbed, "--delay", "wan=0", "--host", "a1:1", "--host", "b1:1",
                "-n", "2", "--timeout", str(TIMEOUT), *me]
     else:
-        cmd = [sys.executable, "-m", "coc.launcher.cli", "--site", "a=2", "--timeout",
+        cmd = [*python_argv("coc.launcher.cli"), "--site", "a=2", "--timeout",
                str(TIMEOUT), *me]
     cmd = [*PIN, *cmd] if pin else cmd
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 60,

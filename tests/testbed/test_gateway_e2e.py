@@ -21,7 +21,7 @@ import pytest
 import coc._engine
 from coc.gatewayclient import GatewayProcess
 from coc.topology import route
-from hang_bounds import scaled
+from hang_bounds import read_line, scaled
 
 pytestmark = [
     pytest.mark.root,
@@ -106,7 +106,7 @@ def _endpoint(bed, processes, host, **cfg):
     p.stdin.write(json.dumps({"port": PORT, **cfg}) + "\n")
     p.stdin.flush()
     if cfg["role"] in ("receiver", "pong"):
-        line = p.stdout.readline()
+        line = read_line(p, 60)
         assert line and json.loads(line) == {"ready": True}, p.stderr.read()
     return p
 
