@@ -51,6 +51,7 @@ cdef extern from "coc/coc.h" nogil:
         uint32_t flags
         uint32_t handshake_timeout_ms
         int32_t spin_ns
+        int32_t liveness_ms
 
     void coc_engine_config_init(coc_engine_config *cfg)
     int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
@@ -102,6 +103,9 @@ cdef extern from "coc/coc.h" nogil:
         uint64_t unexpected_bytes
         uint64_t forward_bytes_buffered
         uint64_t forward_bytes_buffered_max
+        uint64_t failovers
+        uint64_t frames_resent
+        uint64_t duplicates_dropped
 
     int coc_engine_stats(coc_engine *e, coc_stats *st)
     int coc_engine_take_log(coc_engine *e, char *buf, size_t len)

@@ -43,6 +43,7 @@
 #define DEFAULT_SPIN_NS 50000
 #define DEFAULT_SHM 1 /* see docs/engine.md "Same-host transport" */
 #define HOUSEKEEPING_MS 100
+#define DEFAULT_LIVENESS_MS 5000
 
 uint64_t coc__now_ns(void)
 {
@@ -118,6 +119,13 @@ static void housekeeping(coc_engine *e)
             coc__conn_sweep(e);
         }
     }
+    if (e->liveness_ns) {
+        uint64_t now = coc__now_ns();
+        if (now - e->last_ping_ns > e->liveness_ns / 4) {
+            e->last_ping_ns = now;
+            coc__rel_liveness(e);
+        }
+    }
     if (e->ndead)
         coc__conn_reap(e);
     pthread_mutex_unlock(&e->lock);
@@ -178,6 +186,15 @@ static int going_idle(coc_engine *e)
     return idle && coc__conn_rings_idle(e, 1);
 }
 
+/* How long the progress thread may sleep: housekeeping needs it back for handshake
+ * deadlines and for liveness (pings and the silence check, every quarter timeout). */
+static int idle_timeout_ms(const coc_engine *e)
+{
+    if (e->nhandshaking)
+        return HOUSEKEEPING_MS;
+    return e->liveness_ns ? (int)(e->liveness_ns / 4000000u) + 1 : -1;
+}
+
 static void *progress_main(void *arg)
 {
     coc_engine *e = arg;
@@ -188,7 +205,7 @@ static void *progress_main(void *arg)
             pthread_mutex_lock(&e->plock);
             int again = going_idle(e);
             pthread_mutex_unlock(&e->plock);
-            int n = coc__poll_wait(e->pfd, ev, 64, again ? 0 : e->nhandshaking ? HOUSEKEEPING_MS : -1);
+            int n = coc__poll_wait(e->pfd, ev, 64, again ? 0 : idle_timeout_ms(e));
             pthread_mutex_lock(&e->plock);
             if (n > 0)
                 dispatch(e, ev, n);
@@ -201,7 +218,7 @@ static void *progress_main(void *arg)
         int again = going_idle(e);
         pthread_mutex_unlock(&e->plock);
         coc__event ev[2];
-        int n = coc__poll_wait(e->ofd, ev, 2, again ? 0 : e->nhandshaking ? HOUSEKEEPING_MS : -1);
+        int n = coc__poll_wait(e->ofd, ev, 2, again ? 0 : idle_timeout_ms(e));
         for (int i = 0; i < n; i++)
             if (ev[i].key == COC__KEY_WAKE)
                 drain(e->wfd);
@@ -325,6 +342,17 @@ static size_t shm_ring(uint32_t flags, int forward)
     return on && !forward ? (size_t)bytes : 0;
 }
 
+/* The liveness timeout (reliable.c): the config, else COC_LIVENESS_MS, else 5 s; <0: off. */
+static uint64_t liveness_ns(int32_t ms)
+{
+    const char *env = getenv("COC_LIVENESS_MS");
+    if (!ms && env && *env)
+        ms = (int32_t)strtol(env, NULL, 0);
+    if (!ms)
+        ms = DEFAULT_LIVENESS_MS;
+    return ms < 0 ? 0 : (uint64_t)ms * 1000000u;
+}
+
 int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
 {
     if (!cfg || !out || !cfg->secret || cfg->secret_len < COC_SECRET_MIN ||
@@ -351,6 +379,7 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
         e->cfg.handshake_timeout_ms = COC__DEFAULT_HANDSHAKE_MS;
     if (!e->cfg.spin_ns)
         e->cfg.spin_ns = DEFAULT_SPIN_NS;
+    e->liveness_ns = liveness_ns(e->cfg.liveness_ms);
     e->self = cfg->self_id;
     e->forward = (cfg->flags & COC_ENGINE_FORWARD) != 0;
     e->shm_ring = shm_ring(cfg->flags, e->forward);
@@ -411,6 +440,12 @@ static void free_peer(void *p)
     free(p);
 }
 
+static void free_credit(void *p)
+{
+    coc__rel_forget(p);
+    free(p);
+}
+
 int coc_engine_close(coc_engine *e)
 {
     if (!e)
@@ -446,7 +481,7 @@ int coc_engine_close(coc_engine *e)
     pthread_mutex_unlock(&e->plock);
     coc__map_free(&e->peers, free_peer);
     coc__map_free(&e->dests, free_peer);
-    coc__map_free(&e->credits, free_peer);
+    coc__map_free(&e->credits, free_credit);
     free(e->rdv);
     free(e->rdv_gen);
     coc__pool_free(e);

@@ -248,7 +248,7 @@ void coc__forward_lost(coc_engine *e, coc__conn *c)
 {
     if (!e->forward)
         return;
-    if (c->authed && !c->bye && !(c->theirs.flags & COC__HELLO_GATEWAY)) {
+    if (c->authed && !c->bye && !(c->theirs.flags & COC__HELLO_GATEWAY) && !c->cut) {
         /* an endpoint died: tell every endpoint we route for, so one waiting on it
          * hears even if none of its traffic crossed this gateway */
         for (size_t i = 0; i < e->dests.cap; i++) {
@@ -258,10 +258,15 @@ void coc__forward_lost(coc_engine *e, coc__conn *c)
                 coc__send_ctrl(e, &eh, 0);
         }
     } else if (c->authed && !c->bye) {
-        /* a gateway link died: tell the endpoints of the pairs that crossed it */
+        /* a gateway link died (or we cut one): tell the endpoints of the pairs that crossed
+         * it. Where our route moved to another hop (reliable.c), or the link was one we cut,
+         * the endpoint is alive: a PATH frame makes the other end send again what it has
+         * not acknowledged; else it is lost. */
         for (size_t i = 0; i < c->nflows; i++) {
-            coc__hdr eh = {.type = COC__ERROR, .source = c->flows[i].lost, .dest = c->flows[i].notify,
-                           .tag = COC_EPEERLOST};
+            uint32_t lost = c->flows[i].lost;
+            int moved = c->cut || coc__rel_rerouted(e, lost, c->peer_id);
+            coc__hdr eh = {.type = moved ? COC__PATH : COC__ERROR, .source = lost,
+                           .dest = c->flows[i].notify, .tag = moved ? 0 : COC_EPEERLOST};
             if (eh.source != eh.dest && eh.dest != e->self)
                 coc__send_ctrl(e, &eh, 0);
         }
@@ -284,6 +289,7 @@ void coc__forward_lost(coc_engine *e, coc__conn *c)
                 free(it);
             }
         } else {
+            out->cut = 1;
             coc__conn_fail(out, COC_EPEERLOST, "the frame being forwarded lost its sender");
         }
         c->rfwd = NULL;

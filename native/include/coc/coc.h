@@ -96,6 +96,9 @@ typedef struct coc_engine_config {
     uint32_t handshake_timeout_ms; /* a connection not authenticated by then is dropped; 0: 10 s */
     int32_t spin_ns;             /* coc_wait/coc_probe poll this long before sleeping;
                                     0: default (50 us), negative: never spin */
+    int32_t liveness_ms;         /* a connection silent this long is dead (quiet ones get
+                                    PING frames); 0: COC_LIVENESS_MS from the environment,
+                                    else 5000; negative: never */
 } coc_engine_config;
 
 /* Zero a config and fill in defaults (no listener, engine defaults). */
@@ -268,6 +271,10 @@ typedef struct coc_stats {
     uint64_t unexpected_bytes;      /* now buffered for eager unexpected messages */
     uint64_t forward_bytes_buffered;      /* now, all forwarded connections together */
     uint64_t forward_bytes_buffered_max;  /* high-water mark since open */
+    /* -- added after 0.1.0 (append only) -- */
+    uint64_t failovers;             /* gateway connections lost whose routes moved to others */
+    uint64_t frames_resent;         /* sequenced frames (and streams) sent again after a loss */
+    uint64_t duplicates_dropped;    /* sequenced frames dropped: seen already or out of order */
 } coc_stats;
 
 int coc_engine_stats(coc_engine *e, coc_stats *st);
