@@ -972,9 +972,13 @@ static void conn_free(coc_engine *e, coc__conn *c)
     if (c->authed)
         e->stats.connections_open--;
     int failover = 0;
-    if (c->authed && !c->bye && (c->theirs.flags & COC__HELLO_GATEWAY)) {
-        failover = coc__rel_reroute(e, c) == 0; /* reliable.c: move to the other gateways */
-        coc__rel_unread(e, c);
+    /* reliable.c: a gateway lost (or one that could not be reached: a hop that is not the
+     * destination is a gateway) — move to the other gateways of the routes */
+    if (!c->bye && c->err != COC_EAUTH && (c->outgoing || c->authed) &&
+        (c->authed ? c->theirs.flags & COC__HELLO_GATEWAY : 1)) {
+        failover = coc__rel_reroute(e, c->peer_id, c->why ? c->why : "closed") == 0;
+        if (c->authed)
+            coc__rel_unread(e, c);
     }
     coc__lost_conn(e, c, failover);
     coc__forward_lost(e, c);

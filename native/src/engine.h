@@ -343,10 +343,12 @@ int coc__rel_accept(coc_engine *e, const coc__hdr *h);
 void coc__rel_ack(coc_engine *e, uint32_t peer, uint64_t ack);
 /* Send again what dest has not acknowledged, on the current routes. */
 void coc__rel_resend(coc_engine *e, uint32_t dest);
-/* A connection to a gateway died without BYE: take `hop` out of every route that has other
+/* A connection to a gateway died without BYE (or could not be made): take `hop` out of every route that has other
  * hops and resend towards those destinations. Returns how many destinations were left
  * with no hop (those fail as before). */
-size_t coc__rel_reroute(coc_engine *e, coc__conn *c);
+size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why);
+/* The connection for dest's small route, moving off hops that cannot be reached. */
+coc__conn *coc__rel_conn_to(coc_engine *e, coc__dest *d, uint32_t dest, int *rc);
 int coc__rel_rerouted(coc_engine *e, uint32_t dest, uint32_t hop); /* dest moved off hop */
 void coc__rel_unread(coc_engine *e, coc__conn *c);    /* c died mid-frame: undo its accept */
 void coc__rel_liveness(coc_engine *e);                /* lock: ping quiet, drop silent */

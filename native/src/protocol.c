@@ -131,7 +131,7 @@ int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn)
     coc__conn *c = NULL;
     int rc = COC_ENOROUTE;
     if (d)
-        c = coc__conn_to(e, coc__route_pick(&d->route[COC_CLASS_SMALL], e->self, h->dest), &rc);
+        c = coc__rel_conn_to(e, d, h->dest, &rc);
     if (!c)
         c = coc__conn_get(e, fallback_conn);
     if (!c || c->state == COC__CS_DEAD)
@@ -226,7 +226,7 @@ int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const
         rc = COC_ENOROUTE;
         goto out;
     }
-    coc__conn *c = coc__conn_to(e, coc__route_pick(&d->route[COC_CLASS_SMALL], e->self, dest), &rc);
+    coc__conn *c = coc__rel_conn_to(e, d, dest, &rc);
     if (!c)
         goto out;
     coc__hdr h = {.context = context, .source = e->self, .dest = dest, .tag = tag};
@@ -379,6 +379,14 @@ int coc__stream_out(coc_engine *e, coc_request *s, uint64_t total, uint64_t rcoo
         return 0;
     }
     coc__route *large = &d->route[COC_CLASS_LARGE];
+    for (size_t i = 0; i < large->n && large->n > 1; i++) {
+        int rc;
+        if (large->hops[i] != (uint32_t)s->peer && !coc__conn_to(e, large->hops[i], &rc) &&
+            rc != COC_ENOROUTE) {
+            coc__rel_reroute(e, large->hops[i], coc_strerror(rc)); /* cannot reach it: gone */
+            i = (size_t)-1;
+        }
+    }
     coc__stripe *sp = stripe_plan(e, large, total);
     if (!sp)
         return -ENOMEM;

@@ -143,7 +143,7 @@ void coc__rel_resend(coc_engine *e, uint32_t dest)
     if (!d)
         return;
     int rc;
-    coc__conn *c = coc__conn_to(e, coc__route_pick(&d->route[COC_CLASS_SMALL], e->self, dest), &rc);
+    coc__conn *c = coc__rel_conn_to(e, d, dest, &rc);
     coc__credit *cr = coc__map_get(&e->credits, dest);
     if (c && c->state != COC__CS_DEAD && cr) {
         for (coc__kept *k = cr->kept; k; k = k->next) {
@@ -185,9 +185,8 @@ static int drop_hop(coc__route *r, uint32_t hop)
     return n && coc__route_make(r, hops, weights, n) == 0;
 }
 
-size_t coc__rel_reroute(coc_engine *e, coc__conn *c)
+size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why)
 {
-    uint32_t hop = c->peer_id;
     size_t moved = 0, stranded = 0;
     uint32_t *dests = calloc(e->dests.cap ? e->dests.cap : 1, sizeof *dests);
     for (size_t i = 0; i < e->dests.cap; i++) {
@@ -214,7 +213,7 @@ size_t coc__rel_reroute(coc_engine *e, coc__conn *c)
     if (moved) {
         e->stats.failovers++;
         coc__log(e, "gateway %u lost (%s): %zu destination%s moved to the other gateways of "
-                 "their routes%s", hop, c->why ? c->why : "closed", moved, moved == 1 ? "" : "s",
+                 "their routes%s", hop, why, moved, moved == 1 ? "" : "s",
                  stranded ? "; some had no other" : "");
     }
     /* routes first, then resend: a resend must not pick a hop that is about to go */
@@ -223,6 +222,17 @@ size_t coc__rel_reroute(coc_engine *e, coc__conn *c)
             coc__rel_resend(e, dests[i]);
     free(dests);
     return stranded;
+}
+
+coc__conn *coc__rel_conn_to(coc_engine *e, coc__dest *d, uint32_t dest, int *rc)
+{
+    for (;;) {
+        uint32_t hop = coc__route_pick(&d->route[COC_CLASS_SMALL], e->self, dest);
+        coc__conn *c = coc__conn_to(e, hop, rc);
+        if (c || *rc == COC_ENOROUTE || hop == dest || d->route[COC_CLASS_SMALL].n < 2)
+            return c;
+        coc__rel_reroute(e, hop, coc_strerror(*rc)); /* unreachable: as good as dead */
+    }
 }
 
 int coc__rel_rerouted(coc_engine *e, uint32_t dest, uint32_t hop)
