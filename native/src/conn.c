@@ -713,9 +713,11 @@ static void item_release(coc__conn *c, coc__item *it, int error)
             if (it->kind == COC__IT_STREAM && atomic_load(&r->state) != COC__REQ_DONE)
                 coc__stream_failed(e, r, it->sh.rcookie);
         }
-        /* a send whose bytes cross a gateway (reliable.c) waits for the receiver's DONE: a
-         * lost lane is streamed again after the failover */
-        if (r->busy && --r->busy == 0 && (!r->keep || r->confirmed || r->doomed)) {
+        /* a send whose bytes cross a gateway (reliable.c) is kept: an eager one lost here
+         * is sent again from its copy (it completes); a rendezvous one waits for the
+         * receiver's DONE, and a lost lane is streamed again after the failover */
+        if (r->busy && --r->busy == 0 &&
+            (!r->keep || r->phase != COC__RDV || r->confirmed || r->doomed)) {
             r->st.count = r->len;
             coc__complete(e, r, r->doomed);
         }

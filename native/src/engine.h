@@ -216,6 +216,10 @@ typedef struct coc__credit {
     uint64_t acked;                    /* sender: it accepted every sequence number below */
     coc__kept *kept, *kept_tail;       /* sender: sequenced frames not yet acknowledged */
     size_t kept_bytes;
+    uint64_t acked_seen;               /* sender: acked at the last liveness tick */
+    uint64_t nacked;                   /* receiver: expect when we last asked to resend */
+    uint64_t dupacked;                 /* receiver: expect when we last acknowledged a repeat */
+    uint8_t stuck;                     /* sender: ticks with kept frames and no progress */
 } coc__credit;
 
 typedef struct coc__dest {
@@ -264,6 +268,7 @@ struct coc_engine {
     size_t ndead;                      /* connections marked dead, not yet reaped */
     uint64_t last_sweep_ns;
     uint64_t liveness_ns;              /* a connection silent this long is dead; 0: never */
+    int lossy;                         /* a path lost frames once: retransmit on timeouts too */
     uint64_t last_ping_ns;
     int probe_waiters;
     coc_stats stats;

@@ -137,10 +137,17 @@ int coc__forward_begin(coc__conn *c)
     c->rfwd = NULL;
     c->rfwd_out = NULL;
     coc__dest *d = coc__map_get(&e->dests, h->dest);
-    uint32_t hop = !d ? 0
-                   : h->type == COC__DATA ? next_data_hop(&d->route[COC_CLASS_LARGE], h->len, c->peer_id)
-                   : coc__route_pick(&d->route[COC_CLASS_SMALL], h->source, h->dest);
-    coc__conn *out = d && hop != c->peer_id ? coc__conn_to(e, hop, &rc) : NULL;
+    coc__conn *out = NULL;
+    for (;;) {
+        coc__route *r = d ? &d->route[h->type == COC__DATA ? COC_CLASS_LARGE : COC_CLASS_SMALL] : NULL;
+        uint32_t hop = !r ? 0
+                       : h->type == COC__DATA ? next_data_hop(r, h->len, c->peer_id)
+                       : coc__route_pick(r, h->source, h->dest);
+        out = d && hop != c->peer_id ? coc__conn_to(e, hop, &rc) : NULL;
+        if (out || !d || hop == c->peer_id || hop == h->dest || rc == COC_ENOROUTE || r->n < 2)
+            break;
+        coc__rel_reroute(e, hop, coc_strerror(rc)); /* cannot reach it: as good as dead */
+    }
     if (!out) {
         error_back(e, c, h, rc == COC_ENOROUTE ? COC_ENOROUTE : COC_EPEERLOST);
         pthread_mutex_unlock(&e->lock);

@@ -237,6 +237,7 @@ int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const
         h.type = COC__EAGER;
         h.len = (uint32_t)len;
         h.total = len;
+        r->keep = (uint8_t)keep;
         rc = coc__rel_stamp(e, d, &h, buf, keep);
         if (rc == 0) /* a kept message is copied: once connected, the send completes at once */
             rc = coc__conn_send(c, &h, buf, keep && c->state == COC__CS_OPEN ? NULL : r);
@@ -546,9 +547,9 @@ int coc__frame_begin(coc__conn *c)
         }
         break;
     }
-    case COC__PATH: /* a gateway lost a hop our frames to h->source may have taken */
-        coc__log(e, "gateway %u rerouted around a lost hop: resending to endpoint %u what it "
-                 "has not acknowledged", c->peer_id, h->source);
+    case COC__PATH: /* frames to h->source died on the way (a gateway's lost hop, a gap) */
+        coc__log(e, "frames to endpoint %u were lost on the way (reported through %s): sending "
+                 "again what it has not acknowledged", h->source, c->name);
         coc__rel_resend(e, h->source);
         break;
     case COC__PING:

@@ -131,6 +131,18 @@ int coc__rel_accept(coc_engine *e, const coc__hdr *h)
         return 1;
     if (h->seq != cr->expect) {
         e->stats.duplicates_dropped++;
+        if (h->seq > cr->expect && cr->nacked != cr->expect) {
+            /* a gap: frames before it died on the way; ask for them (once per gap) */
+            cr->nacked = cr->expect;
+            coc__hdr p = {.type = COC__PATH, .source = e->self, .dest = h->source};
+            coc__send_ctrl(e, &p, 0);
+        } else if (h->seq < cr->expect && cr->dupacked != cr->expect) {
+            /* sent again, but we had it: say what we have, so the sender stops keeping it */
+            cr->dupacked = cr->expect;
+            coc__hdr a = {.type = COC__CREDIT, .source = e->self, .dest = h->source,
+                          .offset = cr->expect, .total = cr->returned};
+            coc__send_ctrl(e, &a, 0);
+        }
         return 0;
     }
     cr->expect++;
@@ -142,6 +154,7 @@ void coc__rel_resend(coc_engine *e, uint32_t dest)
     coc__dest *d = coc__map_get(&e->dests, dest);
     if (!d)
         return;
+    e->lossy = 1;
     int rc;
     coc__conn *c = coc__rel_conn_to(e, d, dest, &rc);
     coc__credit *cr = coc__map_get(&e->credits, dest);
@@ -286,9 +299,33 @@ void coc__rel_unread(coc_engine *e, coc__conn *c)
     }
 }
 
+/* After a loss, a frame may still have died unnoticed (its gap seen by nobody, a DONE
+ * lost): what stays unacknowledged for two ticks is sent again. */
+static void retransmit_stuck(coc_engine *e)
+{
+    for (size_t i = 0; i < e->credits.cap; i++) {
+        coc__credit *cr = e->credits.vals[i];
+        if (!cr)
+            continue;
+        int waiting = cr->kept && cr->acked == cr->acked_seen;
+        for (coc_request *r = e->reqs; r && !waiting; r = r->next)
+            waiting = r->kind == COC__SEND && (uint32_t)r->peer == e->credits.keys[i] && r->keep &&
+                      r->peer_cookie && !r->confirmed && !r->busy && !r->doomed &&
+                      atomic_load(&r->state) != COC__REQ_DONE;
+        cr->acked_seen = cr->acked;
+        cr->stuck = waiting ? cr->stuck + 1 : 0;
+        if (cr->stuck >= 2) {
+            cr->stuck = 0;
+            coc__rel_resend(e, e->credits.keys[i]);
+        }
+    }
+}
+
 void coc__rel_liveness(coc_engine *e)
 {
     uint64_t now = coc__now_ns();
+    if (e->lossy && !e->forward)
+        retransmit_stuck(e);
     for (size_t i = 0; i < COC__MAX_CONNS; i++) {
         coc__conn *c = e->conns[i];
         if (!c || c->state != COC__CS_OPEN)
