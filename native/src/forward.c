@@ -264,8 +264,8 @@ void coc__forward_lost(coc_engine *e, coc__conn *c)
             if (e->dests.vals[i] && eh.dest != eh.source && eh.dest != e->self)
                 coc__send_ctrl(e, &eh, 0);
         }
-    } else if (c->authed && !c->bye) {
-        /* a gateway link died (or we cut one): tell the endpoints of the pairs that crossed
+    } else if ((c->authed || c->outgoing) && !c->bye) {
+        /* a gateway link died, or never came up with frames queued on it (or we cut one): tell the endpoints of the pairs that crossed
          * it. Where our route moved to another hop (reliable.c), or the link was one we cut,
          * the endpoint is alive: a PATH frame makes the other end send again what it has
          * not acknowledged; else it is lost. */
