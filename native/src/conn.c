@@ -974,10 +974,10 @@ static void conn_free(coc_engine *e, coc__conn *c)
     if (c->authed)
         e->stats.connections_open--;
     int failover = 0;
-    /* reliable.c: a gateway lost (or one that could not be reached: a hop that is not the
-     * destination is a gateway) — move to the other gateways of the routes */
-    if (!c->bye && c->err != COC_EAUTH && (c->outgoing || c->authed) &&
-        (c->authed ? c->theirs.flags & COC__HELLO_GATEWAY : 1)) {
+    /* reliable.c: a gateway lost — crashed, stopped, or closed (BYE: a gateway leaving is
+     * never the end of an endpoint) — or one that could not be reached (a hop that is not
+     * the destination is a gateway): move to the other gateways of the routes */
+    if (c->err != COC_EAUTH && (c->authed ? c->theirs.flags & COC__HELLO_GATEWAY : c->outgoing)) {
         failover = coc__rel_reroute(e, c->peer_id, c->why ? c->why : "closed") == 0;
         if (c->authed)
             coc__rel_unread(e, c);
