@@ -23,6 +23,7 @@ import traceback
 
 import coc
 from coc.errors import CocError
+from coc.launcher.failover import is_failover_line
 from coc.launcher import hostagent, protocol
 from coc.launcher.rankside import CONTROL_FD
 from coc.mpi4py import hook
@@ -275,7 +276,11 @@ class Agent:
     async def keep_log(self, gateway):
         """Relay a gateway daemon's log, keeping its last lines to explain a failure."""
         while line := await gateway.process.stderr.readline():
-            gateway.log.append(line.decode(errors="replace").rstrip("\n"))
+            text = line.decode(errors="replace").rstrip("\n")
+            gateway.log.append(text)
+            if is_failover_line(text):  # coc-run reports failovers even when logs are dropped
+                await self.send({"type": "error", "gateway": gateway.ident, "failover": True,
+                                 "message": text})
             await self.output(gateway, "stderr", line)
 
     async def relay_address(self, rank, sock):

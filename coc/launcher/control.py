@@ -22,7 +22,7 @@ import traceback
 from coc import __version__
 from coc.errors import CocError, LaunchError
 from coc.launcher import protocol
-from coc.launcher.failover import gateway_loss
+from coc.launcher.failover import failover_report, gateway_loss
 from coc.launcher.watchdog import Watchdog
 from coc.pycommand import NO_COC
 
@@ -308,6 +308,9 @@ class Job:
             self.ready.add(source)
             if len(self.ready) == len(self.plan.gateways):
                 self.answer_rendezvous()
+        elif kind == "error" and message.get("failover"):
+            print(failover_report(self.plan, source[1], message["message"]), file=sys.stderr,
+                  flush=True)
         elif kind == "error":
             where = f" {source[0]} {source[1]}" if source else ""
             text = f"coc-run: site {agent.site}{where}: {message['message']}"

@@ -8,11 +8,15 @@ still has a member whose daemon runs. Otherwise the gateway was the only one bet
 sites, and the ranks on either side can no longer reach each other.
 """
 
+import re
 from functools import lru_cache
 
 from coc.topology import gateway_sets
 
-__all__ = ["GatewayLoss", "gateway_loss"]
+__all__ = ["GatewayLoss", "gateway_loss", "is_failover_line", "failover_report"]
+
+#: What an engine logs when it moves routes off a lost gateway (native/src/reliable.c).
+_FAILOVER_RE = re.compile(r"gateway (\d+) lost \((.*)\): (\d+) destinations? moved")
 
 
 class GatewayLoss:
@@ -83,3 +87,27 @@ def gateway_loss(plan, endpoint, words, running):
         f"moves to {', '.join(hosts)}" for (a, b), hosts in moves.items()] or [
         f"coc-run: site {lost.site}: gateway {lost.host} lost ({words}); no traffic of this "
         f"job needed it"])
+
+
+def is_failover_line(line):
+    """Return True when a daemon's log line says its engine routed around a lost gateway."""
+    return _FAILOVER_RE.search(line) is not None
+
+
+def failover_report(plan, reporter, line):
+    """Turn gateway daemon ``reporter``'s failover log line into coc-run's stderr line.
+
+    A gateway that stops (SIGSTOP) or loses its link does not exit: its peers notice (the
+    liveness timeout) and route around it; this names both by host and site.
+
+    Examples: "coc-run: site b: gateway a-gw1 (site a) lost (silent past the liveness
+    timeout), seen by gateway b-gw1; its traffic moves to the other gateways".
+    """
+    found = _FAILOVER_RE.search(line)
+    seen = plan.gateway(reporter)
+    lost_id, why = int(found.group(1)), found.group(2)
+    lost = (plan.gateway(lost_id) if plan.size <= lost_id < plan.size + len(plan.gateways)
+            else None)
+    name = f"gateway {lost.host} (site {lost.site})" if lost else f"endpoint {lost_id}"
+    return (f"coc-run: site {seen.site}: {name} lost ({why}), seen by gateway {seen.host}; its "
+            f"traffic moves to the other gateways")

@@ -5,6 +5,7 @@ coc-run reports the failover on stderr. With one gateway per site (two-sites) th
 the job, naming the gateway, the sites and the ranks (tests/launcher/test_failures.py).
 """
 
+import contextlib
 import json
 import os
 import random
@@ -24,28 +25,36 @@ TRAFFIC = Path(__file__).parents[1] / "faults" / "programs" / "traffic.py"
 LIVENESS_MS = "1500"
 
 
-def _gateway_pids(agent_pids):
-    """Return {endpoint id: pid} of the gateway daemons whose parent is an agent."""
-    found = {}
+@pytest.fixture(autouse=True)
+def _quick_liveness(monkeypatch):
+    """A liveness timeout short enough for a test, inherited by agents, ranks and daemons."""
+    monkeypatch.setenv("COC_LIVENESS_MS", LIVENESS_MS)
+
+
+def _gateway_pids(agents):
+    """Return {site: [pids]} of the gateway daemons children of the site agents
+    ``agents`` ({agent pid: site})."""
+    found = {site: [] for site in agents.values()}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
             cmdline = (stat.parent / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue
-        if ppid in agent_pids and b"coc.gateway" in cmdline:
-            found[int(stat.parent.name)] = stat.parent.name
-    return sorted(found)
+        if ppid in agents and b"coc.gateway" in cmdline:
+            found[agents[ppid]].append(int(stat.parent.name))
+    return found
 
 
 def _start(start_coc_run, tmp_path, seconds):
-    os.environ["COC_LIVENESS_MS"] = LIVENESS_MS  # inherited by agents, ranks and daemons
+    """Start the traffic job on two-sites-ha; return coc-run and {site: gateway pids}."""
     proc = start_coc_run("--topology", "two-sites-ha", "-n", 4, TRAFFIC, "--pid-dir", tmp_path,
                          "--seconds", seconds)
     wait_for_files(tmp_path, 4)
-    agents = {json.loads(p.read_text())["agent"] for p in tmp_path.glob("*.json")}
+    records = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    agents = {r["agent"]: "a" if r["rank"] < 2 else "b" for r in records}
     deadline = time.monotonic() + scaled(20)
-    while len(pids := _gateway_pids(agents)) < 4:
+    while sorted(map(len, (pids := _gateway_pids(agents)).values())) != [2, 2]:
         assert time.monotonic() < deadline, f"found gateway daemons {pids}"
         time.sleep(0.05)
     return proc, pids
@@ -64,7 +73,7 @@ def test_kill_9_of_one_gateway_loses_nothing(start_coc_run, tmp_path, seed):
     rng = random.Random(seed)
     proc, pids = _start(start_coc_run, tmp_path, 2.5)
     time.sleep(rng.uniform(0.05, 1.2))
-    os.kill(rng.choice(pids), signal.SIGKILL)
+    os.kill(rng.choice(pids["a"] + pids["b"]), signal.SIGKILL)
     _, err = _finished(proc)
     assert "lost (was killed by signal 9 (SIGKILL)); traffic a<->b moves to " in err, err
 
@@ -73,7 +82,7 @@ def test_several_kill_points_in_one_job(start_coc_run, tmp_path):
     # one gateway of each site dies, at two seeded moments
     rng = random.Random(42)
     proc, pids = _start(start_coc_run, tmp_path, 3.5)
-    for victim in (rng.choice(pids[:2]), rng.choice(pids[2:])):
+    for victim in (rng.choice(pids["a"]), rng.choice(pids["b"])):
         time.sleep(rng.uniform(0.2, 1.0))
         os.kill(victim, signal.SIGKILL)
     _, err = _finished(proc)
@@ -83,13 +92,14 @@ def test_several_kill_points_in_one_job(start_coc_run, tmp_path):
 def test_sigstopped_gateway_is_bypassed(start_coc_run, tmp_path):
     proc, pids = _start(start_coc_run, tmp_path, 5)
     time.sleep(0.5)
-    stopped = pids[0]
+    stopped = pids["a"][0]
     os.kill(stopped, signal.SIGSTOP)
     try:
         _, err = _finished(proc)
     finally:
-        os.kill(stopped, signal.SIGCONT)
-    assert "liveness timeout" in err, err
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stopped, signal.SIGCONT)
+    assert "lost (silent past the liveness timeout), seen by gateway " in err, err
 
 
 def _plan(name, n=4):
