@@ -355,6 +355,9 @@ size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why);
 /* The connection for dest's small route, moving off hops that cannot be reached. */
 coc__conn *coc__rel_conn_to(coc_engine *e, coc__dest *d, uint32_t dest, int *rc);
 int coc__rel_rerouted(coc_engine *e, uint32_t dest, uint32_t hop); /* dest moved off hop */
+/* Gateway `hop` says it cannot reach dest (an ERROR frame): route dest around it when the
+ * route has another hop, and resend (1); else 0: dest is lost. */
+int coc__rel_avoid(coc_engine *e, uint32_t dest, uint32_t hop);
 void coc__rel_unread(coc_engine *e, coc__conn *c);    /* c died mid-frame: undo its accept */
 void coc__rel_liveness(coc_engine *e);                /* lock: ping quiet, drop silent */
 void coc__rel_forget(coc__credit *cr);                /* free kept frames */

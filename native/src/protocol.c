@@ -523,7 +523,9 @@ int coc__frame_begin(coc__conn *c)
         break;
     case COC__ERROR:
         if (!h->rcookie) {
-            coc__lost_id(e, h->source, h->tag);
+            /* from a gateway that cannot reach the source: another gateway may (failover) */
+            if (c->peer_id == h->source || !coc__rel_avoid(e, h->source, c->peer_id))
+                coc__lost_id(e, h->source, h->tag);
             break;
         }
         r = coc__rdv_lookup(e, h->rcookie); /* one transfer failed at its sender */

@@ -248,6 +248,22 @@ coc__conn *coc__rel_conn_to(coc_engine *e, coc__dest *d, uint32_t dest, int *rc)
     }
 }
 
+int coc__rel_avoid(coc_engine *e, uint32_t dest, uint32_t hop)
+{
+    coc__dest *d = coc__map_get(&e->dests, dest);
+    if (!d || dest == hop || !coc__rel_protected(e, d, dest))
+        return 0;
+    for (int k = 0; k < 2; k++)
+        drop_hop(&d->route[k], hop);
+    if (coc__route_has(&d->route[0], hop) || coc__route_has(&d->route[1], hop))
+        return 0;
+    e->stats.failovers++;
+    coc__log(e, "gateway %u cannot reach endpoint %u: its traffic moves to the other gateways "
+             "of the route", hop, dest);
+    coc__rel_resend(e, dest);
+    return 1;
+}
+
 int coc__rel_rerouted(coc_engine *e, uint32_t dest, uint32_t hop)
 {
     coc__dest *d = coc__map_get(&e->dests, dest);
