@@ -92,7 +92,9 @@ struct coc_request {
      * fragment once (frags: a bit per fragment) and answer DONE. */
     uint8_t keep, confirmed;
     uint64_t peer_cookie;              /* send: receiver handle (CTS); recv: sender handle */
-    uint8_t *frags;
+    uint8_t *frags;                    /* recv: a bit per fragment of funit bytes arrived */
+    uint32_t funit;                    /* recv: the sender's fragment size (seen on one) */
+    uint8_t last_seen;                 /* recv: the last fragment arrived */
 };
 
 /* An unexpected message: a complete eager message, or a rendezvous envelope. */
@@ -361,6 +363,8 @@ int coc__rel_avoid(coc_engine *e, uint32_t dest, uint32_t hop);
 void coc__rel_unread(coc_engine *e, coc__conn *c);    /* c died mid-frame: undo its accept */
 void coc__rel_liveness(coc_engine *e);                /* lock: ping quiet, drop silent */
 void coc__rel_forget(coc__credit *cr);                /* free kept frames */
+/* A DATA fragment for receive r (keep): 1 when it arrived before; mark = 1 records it. */
+int coc__rel_fragment(coc_request *r, const coc__hdr *h, int mark);
 /* protocol.c helpers reliable.c uses */
 int coc__stream_out(coc_engine *e, coc_request *s, uint64_t total, uint64_t rcookie);
 void coc__send_done(coc_engine *e, coc_request *r);

@@ -150,14 +150,10 @@ static void rdv_accept(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx
     r->conn_key = conn_key;
     r->phase = COC__RDV;
     r->cookie = coc__rdv_alloc(e, r);
-    if (r->cookie && (flags & COC__FLAG_CONFIRM)) {
+    if (flags & COC__FLAG_CONFIRM) {
         /* the bytes cross a gateway: count each fragment once, answer DONE */
-        uint64_t nfrag = (r->want + e->cfg.fragment_size - 1) / e->cfg.fragment_size;
         r->keep = 1;
         r->peer_cookie = scookie;
-        r->frags = calloc(nfrag / 8 + 1, 1);
-        if (!r->frags)
-            coc__rdv_free(e, r->cookie), r->cookie = 0;
     }
     if (!r->cookie) {
         coc__complete(e, r, -ENOMEM);
@@ -508,13 +504,10 @@ int coc__frame_begin(coc__conn *c)
             rc = bad(c, "data fragment for no pending receive");
             break;
         }
-        if (r->frags) {
-            uint64_t i = h->offset / e->cfg.fragment_size;
-            if (h->offset % e->cfg.fragment_size || (r->frags[i / 8] >> (i % 8) & 1)) {
-                c->rdrop = 1; /* sent again after a failover, but it came the first time */
-                e->stats.duplicates_dropped++;
-                break;
-            }
+        if (r->keep && coc__rel_fragment(r, h, 0)) {
+            c->rdrop = 1; /* sent again after a failover, but it came the first time */
+            e->stats.duplicates_dropped++;
+            break;
         }
         r->busy++; /* stripes: several connections may be mid-fragment into it */
         c->rreq = r;
@@ -590,15 +583,8 @@ void coc__frame_end(coc__conn *c)
         credit_delivered(e, h->source, h->total, c->key); /* read into place: nothing held */
     if (r) {
         r->busy--;
-        if (h->type == COC__DATA && r->frags) {
-            uint64_t i = h->offset / e->cfg.fragment_size;
-            if (!(r->frags[i / 8] >> (i % 8) & 1)) { /* two copies may race: count one */
-                r->frags[i / 8] |= (uint8_t)(1u << (i % 8));
-                r->got += h->len;
-            }
-        } else if (h->type == COC__DATA) {
-            r->got += h->len;
-        }
+        if (h->type == COC__DATA && (!r->keep || !coc__rel_fragment(r, h, 1)))
+            r->got += h->len; /* two copies may race: count one */
         if (r->doomed) {
             if (!r->busy)
                 coc__complete(e, r, r->doomed);
@@ -648,7 +634,8 @@ void coc__send_done(coc_engine *e, coc_request *r)
     coc__dest *d = coc__map_get(&e->dests, (uint32_t)r->st.source);
     coc__hdr h = {.type = COC__DONE, .source = e->self, .dest = (uint32_t)r->st.source,
                   .scookie = r->peer_cookie};
-    if (d && coc__rel_stamp(e, d, &h, NULL, 1) == 0)
+    /* no route back (answers go where the RTS came from): unsequenced, not kept */
+    if (!d || coc__rel_stamp(e, d, &h, NULL, 1) == 0)
         coc__send_ctrl(e, &h, r->conn_key);
 }
 

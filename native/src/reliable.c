@@ -179,6 +179,33 @@ void coc__rel_resend(coc_engine *e, uint32_t dest)
         }
 }
 
+/* Fragments are cut by the sender at multiples of its fragment size, which only the
+ * fragments tell: every fragment but the last has exactly that length, so it is fragment
+ * offset / length; the last one (it ends the transfer) has a flag of its own. */
+int coc__rel_fragment(coc_request *r, const coc__hdr *h, int mark)
+{
+    if (h->offset + h->len == r->want) {
+        int seen = r->last_seen;
+        r->last_seen |= (uint8_t)mark;
+        return seen;
+    }
+    if (!r->frags) {
+        if (!mark)
+            return 0;
+        r->funit = h->len;
+        r->frags = calloc(r->want / h->len / 8 + 1, 1);
+        if (!r->frags)
+            return 0;
+    }
+    if (h->len != r->funit || h->offset % h->len)
+        return 0; /* not cut like the others: cannot be a repeat of one of them */
+    uint64_t i = h->offset / h->len;
+    int seen = r->frags[i / 8] >> (i % 8) & 1;
+    if (mark)
+        r->frags[i / 8] |= (uint8_t)(1u << (i % 8));
+    return seen;
+}
+
 /* Take `hop` out of route r; 1 if it was there and others remain. */
 static int drop_hop(coc__route *r, uint32_t hop)
 {
