@@ -708,6 +708,8 @@ static void item_release(coc__conn *c, coc__item *it, int error)
     if (r) {
         /* a striped send completes when its last lane is done; one lost lane fails it,
          * and its receiver hears so (its other lanes may have delivered all they had) */
+        if (error && r->keep && it->kind == COC__IT_STREAM)
+            r->relane = 1; /* its fragments go again after the failover */
         if (error && !r->doomed && !r->keep) {
             r->doomed = error;
             if (it->kind == COC__IT_STREAM && atomic_load(&r->state) != COC__REQ_DONE)

@@ -84,13 +84,14 @@ struct coc_request {
     uint64_t want, got;                /* rendezvous receive progress */
     uint64_t cookie;                   /* rendezvous handle, 0 if none */
     uint64_t conn_key;                 /* connection the operation depends on */
-    uint8_t busy;                      /* recv: connections reading payload into it;
+    uint16_t busy;                     /* recv: connections reading payload into it;
                                           send: queue items still holding its buffer */
     int doomed;                        /* failure to report when that read ends */
     /* failover (reliable.c): a rendezvous whose bytes cross a gateway. send: complete only
      * on the receiver's DONE (its bytes may have to be sent again); recv: count each
      * fragment once (frags: a bit per fragment) and answer DONE. */
     uint8_t keep, confirmed;
+    uint8_t relane;                    /* send: a lane died with its connection */
     uint64_t peer_cookie;              /* send: receiver handle (CTS); recv: sender handle */
     uint8_t *frags;                    /* recv: a bit per fragment of funit bytes arrived */
     uint32_t funit;                    /* recv: the sender's fragment size (seen on one) */

@@ -412,7 +412,7 @@ int coc__stream_out(coc_engine *e, coc_request *s, uint64_t total, uint64_t rcoo
         items[lanes++]->lane = k;
     }
     sp->refs = lanes;
-    s->busy += (uint8_t)lanes; /* until every lane ends: a failure must not free the buffer */
+    s->busy += (uint16_t)lanes; /* until every lane ends: a failure must not free the buffer */
     for (size_t j = 0; j < lanes; j++) {
         coc__item *it = items[j];
         it->kind = COC__IT_STREAM;
@@ -497,8 +497,15 @@ int coc__frame_begin(coc__conn *c)
         break;
     case COC__DATA:
         r = coc__rdv_lookup(e, h->rcookie);
-        if (!r && coc__rdv_spent(e, h->rcookie))
-            break; /* its receive already failed (a stripe's path died): read and drop */
+        if (!r && coc__rdv_spent(e, h->rcookie)) {
+            /* its receive already ended (done, or failed: a stripe's path died): read and
+             * drop. Bytes sent again for a done receive mean its DONE did not get through:
+             * send again what the sender has not acknowledged (once per restream) */
+            coc__credit *cr = h->offset ? NULL : coc__map_get(&e->credits, h->source);
+            if (cr && cr->kept)
+                coc__rel_resend(e, h->source);
+            break;
+        }
         if (!r || r->kind != COC__RECV || r->phase != COC__RDV || (uint32_t)r->st.source != h->source ||
             h->total != r->want) {
             rc = bad(c, "data fragment for no pending receive");

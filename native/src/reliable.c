@@ -170,9 +170,13 @@ void coc__rel_resend(coc_engine *e, uint32_t dest)
                       .offset = cr->expect, .total = cr->returned};
         coc__conn_send(c, &h, NULL, NULL);
     }
+    /* rendezvous sends: again when a lane died, or when every lane was written (its bytes
+     * may have died further on); lanes still running are not doubled */
     for (coc_request *r = e->reqs; r; r = r->next)
         if (r->kind == COC__SEND && (uint32_t)r->peer == dest && r->keep && r->peer_cookie &&
-            !r->confirmed && !r->doomed && atomic_load(&r->state) != COC__REQ_DONE) {
+            !r->confirmed && !r->doomed && atomic_load(&r->state) != COC__REQ_DONE &&
+            (r->relane || !r->busy)) {
+            r->relane = 0;
             e->stats.frames_resent++;
             if (coc__stream_out(e, r, r->want, r->peer_cookie) < 0)
                 coc__complete(e, r, -ENOMEM);
