@@ -331,6 +331,7 @@ int coc__conn_unpause(coc__conn *c)
 
 int coc__conn_parse(coc__conn *c)
 {
+    c->rx_count++; /* liveness: bytes came (reliable.c) */
     for (;;) {
         size_t avail = c->rlen - c->rpos;
         int rc;
@@ -603,12 +604,18 @@ static void item_release(coc__conn *c, coc__item *it, int error)
     if (r) {
         /* a striped send completes when its last lane is done; one lost lane fails it,
          * and its receiver hears so (its other lanes may have delivered all they had) */
-        if (error && !r->doomed) {
+        if (error && r->keep && it->kind == COC__IT_STREAM)
+            r->relane = 1; /* its fragments go again after the failover */
+        if (error && !r->doomed && !r->keep) {
             r->doomed = error;
             if (it->kind == COC__IT_STREAM && atomic_load(&r->state) != COC__REQ_DONE)
                 coc__stream_failed(e, r, it->sh.rcookie);
         }
-        if (r->busy && --r->busy == 0) {
+        /* a send whose bytes cross a gateway (reliable.c) is kept: an eager one lost here
+         * is sent again from its copy (it completes); a rendezvous one waits for the
+         * receiver's DONE, and a lost lane is streamed again after the failover */
+        if (r->busy && --r->busy == 0 &&
+            (!r->keep || r->phase != COC__RDV || r->confirmed || r->doomed)) {
             r->st.count = r->len;
             coc__complete(e, r, r->doomed);
         }
@@ -823,7 +830,16 @@ static void conn_free(coc_engine *e, coc__conn *c)
     uint32_t slot = (uint32_t)c->key - COC__KEY_CONN_MIN;
     if (c->authed)
         e->stats.connections_open--;
-    coc__lost_conn(e, c);
+    int failover = 0;
+    /* reliable.c: a gateway lost — crashed, stopped, or closed (BYE: a gateway leaving is
+     * never the end of an endpoint) — or one that could not be reached (a hop that is not
+     * the destination is a gateway): move to the other gateways of the routes */
+    if (c->err != COC_EAUTH && (c->authed ? c->theirs.flags & COC__HELLO_GATEWAY : c->outgoing)) {
+        failover = coc__rel_reroute(e, c->peer_id, c->why ? c->why : "closed") == 0;
+        if (c->authed)
+            coc__rel_unread(e, c);
+    }
+    coc__lost_conn(e, c, failover);
     coc__forward_lost(e, c);
     coc__peer *p = coc__map_get(&e->peers, c->peer_id);
     if (p && p->conn_key == c->key)
