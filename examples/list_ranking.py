@@ -117,6 +117,7 @@ def main():
             with open(args.json, "w") as out:
                 json.dump({"time": elapsed, "comm_time": comm_time, "verified": verified,
                            "params": {**vars(args), "ranks": size}}, out)
+    comm.barrier()        # rank 0's report is out before a failed check ends the job
     if not verified:
         sys.exit(1)
 
