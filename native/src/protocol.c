@@ -162,9 +162,12 @@ static void rdv_accept(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx
     coc__hdr h = {.type = COC__CTS, .context = ctx, .source = e->self, .dest = src, .tag = tag,
                   .total = r->want, .scookie = scookie, .rcookie = r->cookie};
     coc__dest *d = coc__map_get(&e->dests, src);
-    int rc = d ? coc__rel_stamp(e, d, &h, NULL, coc__rel_protected(e, d, src)) : 0;
-    if (rc == 0)
-        rc = coc__send_ctrl(e, &h, conn_key);
+    int kept = d && coc__rel_protected(e, d, src);
+    int rc = d ? coc__rel_stamp(e, d, &h, NULL, kept) : 0;
+    /* a kept CTS whose hop just died goes again when the route moves off that hop (the
+     * sender then streams): failing the receive here would leave that stream no taker */
+    if (rc == 0 && (rc = coc__send_ctrl(e, &h, conn_key)) < 0 && kept)
+        rc = 0;
     if (rc < 0)
         coc__complete(e, r, COC_EPEERLOST);
     else if (r->want == 0)
