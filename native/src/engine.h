@@ -395,7 +395,10 @@ void coc__rel_forget(coc__credit *cr);                /* free kept frames */
 int coc__rel_fragment(coc_request *r, const coc__hdr *h, int mark);
 /* protocol.c helpers reliable.c uses */
 int coc__stream_out(coc_engine *e, coc_request *s, uint64_t total, uint64_t rcookie);
-void coc__send_done(coc_engine *e, coc_request *r);
+/* Receive r after a payload read into it ended (read, or undone with its connection): once
+ * nothing is mid-read, it fails if doomed, or completes when every byte came (a kept one
+ * answers DONE first). Until then, nothing. */
+void coc__recv_settle(coc_engine *e, coc_request *r);
 
 /* forward.c (plock) */
 int coc__forward_begin(coc__conn *c);  /* 0 started, 1 paused on a full window, <0 error */

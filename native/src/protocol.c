@@ -216,9 +216,12 @@ static void rdv_accept(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx
     coc__hdr h = {.type = COC__CTS, .context = ctx, .source = e->self, .dest = src, .tag = tag,
                   .total = r->want, .scookie = scookie, .rcookie = r->cookie};
     coc__dest *d = coc__map_get(&e->dests, src);
-    int rc = d ? coc__rel_stamp(e, d, &h, NULL, coc__rel_protected(e, d, src)) : 0;
-    if (rc == 0)
-        rc = coc__send_ctrl(e, &h, conn_key);
+    int kept = d && coc__rel_protected(e, d, src);
+    int rc = d ? coc__rel_stamp(e, d, &h, NULL, kept) : 0;
+    /* a kept CTS whose hop just died goes again when the route moves off that hop (the
+     * sender then streams): failing the receive here would leave that stream no taker */
+    if (rc == 0 && (rc = coc__send_ctrl(e, &h, conn_key)) < 0 && kept)
+        rc = 0;
     if (rc < 0)
         coc__complete(e, r, COC_EPEERLOST);
     else if (r->want == 0)
@@ -715,6 +718,10 @@ int coc__frame_begin(coc__conn *c)
                 r->st.count = r->len;
                 coc__complete(e, r, 0);
             }
+        } else {
+            /* taken by the sequence layer (acknowledged), so never sent again: say so */
+            coc__log(e, "endpoint %u confirmed a transfer this endpoint does not know (handle "
+                     "%llx): ignored", h->source, (unsigned long long)h->scookie);
         }
         break;
     }
@@ -741,14 +748,10 @@ void coc__frame_end(coc__conn *c)
         r->busy--;
         if (h->type == COC__DATA && (!r->keep || !coc__rel_fragment(r, h, 1)))
             r->got += h->len; /* two copies may race: count one */
-        if (r->doomed) {
-            if (!r->busy)
-                coc__complete(e, r, r->doomed);
-        } else if (h->type == COC__EAGER || (r->got == r->want && !r->busy)) {
-            if (r->keep)
-                coc__send_done(e, r);
+        if (h->type == COC__EAGER && !r->doomed)
             coc__complete(e, r, r->st.count > r->len ? COC_ETRUNC : 0);
-        }
+        else
+            coc__recv_settle(e, r);
     } else if (c->rumsg) {
         coc__umsg *u = c->rumsg;
         c->rumsg = NULL;
@@ -787,7 +790,7 @@ void coc__stream_failed(coc_engine *e, coc_request *s, uint64_t rcookie)
     coc__send_ctrl(e, &h, 0); /* on the small route; if that is gone too, so is the receiver's */
 }
 
-void coc__send_done(coc_engine *e, coc_request *r)
+static void send_done(coc_engine *e, coc_request *r)
 {
     coc__dest *d = coc__map_get(&e->dests, (uint32_t)r->st.source);
     coc__hdr h = {.type = COC__DONE, .source = e->self, .dest = (uint32_t)r->st.source,
@@ -795,6 +798,19 @@ void coc__send_done(coc_engine *e, coc_request *r)
     /* no route back (answers go where the RTS came from): unsequenced, not kept */
     if (!d || coc__rel_stamp(e, d, &h, NULL, 1) == 0)
         coc__send_ctrl(e, &h, r->conn_key);
+}
+
+void coc__recv_settle(coc_engine *e, coc_request *r)
+{
+    if (r->busy)
+        return; /* a connection is still mid-fragment into it: that frame's end settles it */
+    if (r->doomed) {
+        coc__complete(e, r, r->doomed);
+    } else if (r->got == r->want) {
+        if (r->keep)
+            send_done(e, r);
+        coc__complete(e, r, r->st.count > r->len ? COC_ETRUNC : 0);
+    }
 }
 
 static void drop_envelopes(coc_engine *e, uint64_t conn_key, int64_t source)

@@ -334,6 +334,8 @@ void coc__rel_unread(coc_engine *e, coc__conn *c)
             r->busy--;
             if (!r->doomed)
                 repost(e, r);
+            else
+                coc__recv_settle(e, r);
         }
         if (c->rumsg) {
             free(c->rumsg->data);
@@ -341,8 +343,12 @@ void coc__rel_unread(coc_engine *e, coc__conn *c)
             c->rumsg = NULL;
         }
     } else if (h->type == COC__DATA && r && r->keep) {
-        c->rreq = NULL; /* this fragment was not counted; it comes again */
+        /* this fragment was not counted; it comes again — unless a copy of it came on
+         * another path meanwhile and was the last byte missing: then the receive ends now
+         * (no later read would settle it, and its DONE is what stops the restreams) */
+        c->rreq = NULL;
         r->busy--;
+        coc__recv_settle(e, r);
     }
 }
 

@@ -139,7 +139,9 @@ def test_sigstopped_gateway_is_declared_dead_and_bypassed(open_engine, gateway):
     assert stopped
     check(bufs, tags, b)
     log = "\n".join(a.take_log() + b.take_log())
-    assert "liveness timeout" in log, log
+    # declared dead by silence: on an open connection (liveness), or on one that was still
+    # in its handshake when the gateway stopped (a busy machine may be that slow to connect)
+    assert "liveness timeout" in log or "handshake deadline passed" in log, log
 
 
 def test_only_gateway_lost_fails_fast_naming_it(open_engine, gateway):
