@@ -260,9 +260,11 @@ size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why)
                  "their routes%s", hop, why, moved, moved == 1 ? "" : "s",
                  stranded ? "; some had no other" : "");
     }
-    /* routes first, then resend: a resend must not pick a hop that is about to go */
+    /* routes first, then resend: a resend must not pick a hop that is about to go. Not
+     * while the engine closes: its connections are failed on purpose, and a resend would
+     * open new ones that nobody reaps */
     for (size_t i = 0; dests && i < moved; i++)
-        if (!e->forward)
+        if (!e->forward && !atomic_load(&e->stopping))
             coc__rel_resend(e, dests[i]);
     free(dests);
     return stranded;
