@@ -30,8 +30,34 @@ _OPTIONS = {"eager_limit": 0, "fragment_size": 0, "forward_window": 0,
             "handshake_timeout_ms": 0, "spin_ns": 0, "log_interval": 1.0}
 
 
-class _Stop(Exception):
-    """Raised by the signal handler to leave the serving loop (args: name, number)."""
+class _StopSignals:
+    """Turn SIGTERM/SIGINT into a readable pipe that the daemon's waits select on.
+
+    The handler only records the signal and writes one byte: raising from a handler could
+    land inside any statement (a log call swallowed such an exception once, and the daemon
+    never stopped). A second signal takes the default action, so a stuck shutdown still ends.
+    """
+
+    def __init__(self):
+        self.fd, self._wfd = os.pipe()
+        os.set_blocking(self._wfd, False)
+        self.signum = None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum, frame):
+        self.signum = signum
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        try:
+            os.write(self._wfd, b"s")
+        except BlockingIOError:  # a byte is already waiting
+            pass
+
+    @property
+    def name(self):
+        """The received signal's name (``"SIGTERM"``), or None."""
+        return None if self.signum is None else signal.Signals(self.signum).name
 
 
 def _int_keys(mapping, what):
@@ -197,16 +223,23 @@ def _handle_line(eng, line):
     _reply({"ok": True, "stats": eng.stats()})
 
 
-def serve(eng, stdin_fd, log_interval):
-    """Answer update lines from ``stdin_fd`` until EOF; move engine log lines meanwhile."""
+def serve(eng, stdin_fd, log_interval, stop_fd=None):
+    """Answer update lines from ``stdin_fd`` until EOF; move engine log lines meanwhile.
+
+    Returns ``"eof"``, or ``"stop"`` once ``stop_fd`` (if given) becomes readable.
+    """
     pending = b""
     with selectors.DefaultSelector() as sel:
         sel.register(stdin_fd, selectors.EVENT_READ)
+        if stop_fd is not None:
+            sel.register(stop_fd, selectors.EVENT_READ)
         while True:
             ready = sel.select(log_interval)
             _move_log(eng)
             if not ready:
                 continue
+            if any(key.fd == stop_fd for key, _ in ready):
+                return "stop"
             chunk = os.read(stdin_fd, 65536)
             if not chunk:
                 return "eof"
@@ -344,21 +377,22 @@ class GatewayProcess:
         self.kill()
 
 
-def _on_signal(signum, frame):
-    # A second signal during shutdown takes the default action (exits at once).
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    raise _Stop(signal.Signals(signum).name, signum)
+def _read_first_line(fd, stop_fd):
+    """Return the first line of ``fd`` without reading past it (later lines are updates).
 
-
-def _read_first_line(fd):
-    """Return the first line of ``fd`` without reading past it (later lines are updates)."""
+    Returns None if ``stop_fd`` becomes readable first.
+    """
     data = bytearray()
-    while not data.endswith(b"\n"):
-        byte = os.read(fd, 1)
-        if not byte:
-            break
-        data += byte
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        sel.register(stop_fd, selectors.EVENT_READ)
+        while not data.endswith(b"\n"):
+            if any(key.fd == stop_fd for key, _ in sel.select()):
+                return None
+            byte = os.read(fd, 1)
+            if not byte:
+                break
+            data += byte
     return bytes(data)
 
 
@@ -366,43 +400,38 @@ def main(argv=None):
     """Run the gateway daemon; return its exit code."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"coc.gateway[{os.getpid()}] %(levelname)s %(message)s")
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    stop = _StopSignals()
     try:
-        first = _read_first_line(0)
+        first = _read_first_line(0, stop.fd)
+        if first is None:
+            _end_by(stop.signum)
         if not first.strip():
             raise ValueError("no configuration on stdin (expected one JSON line)")
         cfg = parse_config(json.loads(first))
         eng = _engine.Engine(**cfg["engine"])
-    except _Stop as stop:
-        _end_by(stop.args[1])
     except (ValueError, TypeError, OSError, CocError) as exc:
         log.error("%s", exc)
         _reply({"error": str(exc)})
         return 2
-    signum = None
     with eng:
         try:
             apply_delays(eng, cfg["delays"])
             apply_update(eng, cfg["peers"], cfg["routes"], cfg["connect"])
             _reply({"address": eng.address, "self_id": eng.self_id, "pid": os.getpid()})
             log.info("endpoint %d forwarding at %s", eng.self_id, eng.address)
-            reason = serve(eng, 0, cfg["log_interval"])
-        except _Stop as stop:
-            reason, signum = stop.args
+            reason = serve(eng, 0, cfg["log_interval"], stop.fd)
         except (ValueError, TypeError, OSError, CocError) as exc:
             log.error("%s", exc)
             _reply({"error": str(exc)})
             return 2
-        finally:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if stop.signum is not None:
+            reason = stop.name
         _move_log(eng)
         stats = eng.stats()
     log.info("stopping (%s): %s", reason, stats)
     _reply({"exit": reason, "stats": stats})
-    if signum is not None:
-        _end_by(signum)
+    if stop.signum is not None:
+        _end_by(stop.signum)
     return 0
 
 

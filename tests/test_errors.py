@@ -13,9 +13,6 @@ ROOT = pathlib.Path(errors.__file__).parent
 ELSEWHERE = {
     # mpi4py's own name, part of the compatibility layer's API (MPI.Exception), not coc's.
     ("coc/mpi4py/errors.py", "Exception"),
-    # Control flow inside the gateway daemon (its signal handler leaves the serving loop);
-    # never escapes the module.
-    ("coc/gateway.py", "_Stop"),
 }
 
 

@@ -42,6 +42,18 @@ def test_signal_stops_with_final_stats(gateway, sig):
     assert gw.proc.wait(TIMEOUT) == -sig      # ended by the signal, not "exited with code 0"
 
 
+def test_signal_while_waiting_for_the_configuration_ends_the_daemon():
+    proc = subprocess.Popen([sys.executable, "-m", "coc.gateway"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)              # let it reach the wait for its first line
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(TIMEOUT) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
 def test_bad_update_is_answered_and_daemon_keeps_running(gateway):
     gw = gateway(10)
     with pytest.raises(LaunchError, match="route to 5"):
