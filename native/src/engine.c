@@ -496,6 +496,12 @@ static void free_peer(void *p)
     free(p);
 }
 
+static void free_dest(void *p)
+{
+    free(((coc__dest *)p)->set);
+    free(p);
+}
+
 static void free_credit(void *p)
 {
     coc__rel_forget(p);
@@ -536,7 +542,7 @@ int coc_engine_close(coc_engine *e)
     pthread_mutex_unlock(&e->lock);
     pthread_mutex_unlock(&e->plock);
     coc__map_free(&e->peers, free_peer);
-    coc__map_free(&e->dests, free_peer);
+    coc__map_free(&e->dests, free_dest);
     coc__map_free(&e->credits, free_credit);
     free(e->rdv);
     free(e->rdv_gen);
@@ -655,6 +661,10 @@ static int set_route(coc_engine *e, uint32_t dest, int cls, const uint32_t *hops
     if (!d && (d = calloc(1, sizeof *d)) != NULL && coc__map_put(&e->dests, dest, d) < 0) {
         free(d);
         d = NULL;
+    }
+    if (d) { /* new routes replace what failover left (reliable.c) */
+        free(d->set);
+        d->set = NULL;
     }
     for (int k = COC_CLASS_SMALL; d && k <= COC_CLASS_LARGE; k++) {
         if (cls < 0 || k == cls) {

@@ -213,6 +213,8 @@ typedef struct coc__peer {
     char unix_name[108];               /* set only when the peer is on this host and netns */
     uint64_t conn_key;                 /* the connection we send on, 0 if none */
     uint64_t delay_ns;
+    uint8_t down;                      /* a hop that could not be reached or went silent:
+                                        * never put back into a route (reliable.c) */
 } coc__peer;
 
 /* Eager credit with one other endpoint (docs/wire-protocol.md "Credits"). A sender may
@@ -241,6 +243,7 @@ typedef struct coc__dest {
     coc__route route[2];               /* by size class: COC_CLASS_SMALL, COC_CLASS_LARGE */
     uint8_t has[2];                    /* which classes were set (else they share the other) */
     uint64_t seq;                      /* last sequence number given towards this destination */
+    coc__route *set;                   /* both routes as set, kept once a hop leaves one */
 } coc__dest;
 
 struct coc_engine {
@@ -378,10 +381,11 @@ int coc__rel_accept(coc_engine *e, const coc__hdr *h);
 void coc__rel_ack(coc_engine *e, uint32_t peer, uint64_t ack);
 /* Send again what dest has not acknowledged, on the current routes. */
 void coc__rel_resend(coc_engine *e, uint32_t dest);
-/* A connection to a gateway died without BYE (or could not be made): take `hop` out of every route that has other
- * hops and resend towards those destinations. Returns how many destinations were left
- * with no hop (those fail as before). */
-size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why);
+/* A connection to a gateway died without BYE (or could not be made: `down`): take `hop` out
+ * of every route that has other hops — or, where it was the last, put back the hops the
+ * route was set with that are not down — and resend towards those destinations. Returns
+ * how many destinations were left with no hop (those fail as before). */
+size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why, int down);
 /* The connection for dest's small route, moving off hops that cannot be reached. */
 coc__conn *coc__rel_conn_to(coc_engine *e, coc__dest *d, uint32_t dest, int *rc);
 int coc__rel_rerouted(coc_engine *e, uint32_t dest, uint32_t hop); /* dest moved off hop */

@@ -146,7 +146,7 @@ int coc__forward_begin(coc__conn *c)
         out = d && hop != c->peer_id ? coc__conn_to(e, hop, &rc) : NULL;
         if (out || !d || hop == c->peer_id || hop == h->dest || rc == COC_ENOROUTE || r->n < 2)
             break;
-        coc__rel_reroute(e, hop, coc_strerror(rc)); /* cannot reach it: as good as dead */
+        coc__rel_reroute(e, hop, coc_strerror(rc), 1); /* cannot reach it: as good as dead */
     }
     if (!out) {
         error_back(e, c, h, rc == COC_ENOROUTE ? COC_ENOROUTE : COC_EPEERLOST);

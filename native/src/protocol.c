@@ -252,6 +252,20 @@ static int self_send(coc_engine *e, coc_request *s, uint32_t ctx, int32_t tag, c
     return 0;
 }
 
+/* What the first write of a stamped frame towards d returned (rc) means for its send.
+ * A kept frame whose hop just died is not lost: its copy goes again when the route moves
+ * off that hop (or the send fails with the hop, if it was the last), so the send goes on.
+ * Otherwise the frame was never sent and its sequence number is given back: the receiver
+ * must not wait for it. */
+static int sent(coc__dest *d, int keep, int rc)
+{
+    if (rc < 0 && keep)
+        return 0;
+    if (rc < 0)
+        d->seq--;
+    return rc;
+}
+
 /* Start a send of len bytes: buf, or the gather list iov (then buf is NULL). The request
  * owns joined and iov from here on (freed with it, or now on failure). */
 static int isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const void *buf,
@@ -298,7 +312,9 @@ static int isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, co
         r->keep = (uint8_t)keep;
         rc = coc__rel_stamp(e, d, &h, buf, keep);
         if (rc == 0) /* a kept message is copied: once connected, the send completes at once */
-            rc = coc__conn_send(c, &h, buf, keep && c->state == COC__CS_OPEN ? NULL : r);
+            rc = sent(d, keep, coc__conn_send(c, &h, buf, keep && c->state == COC__CS_OPEN ? NULL : r));
+        if (rc < 0)
+            cr->avail += eager_cost(len);
         if (rc >= 0) {
             e->stats.frames_sent++;
             e->stats.bytes_sent += len;
@@ -321,7 +337,7 @@ static int isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, co
         h.flags = keep ? COC__FLAG_CONFIRM : 0;
         rc = coc__rel_stamp(e, d, &h, NULL, keep);
         if (rc == 0)
-            rc = coc__conn_send(c, &h, NULL, NULL);
+            rc = sent(d, keep, coc__conn_send(c, &h, NULL, NULL));
         if (rc == 0)
             e->stats.frames_sent++;
     }
@@ -527,7 +543,7 @@ int coc__stream_out(coc_engine *e, coc_request *s, uint64_t total, uint64_t rcoo
         int rc;
         if (large->hops[i] != (uint32_t)s->peer && !coc__conn_to(e, large->hops[i], &rc) &&
             rc != COC_ENOROUTE) {
-            coc__rel_reroute(e, large->hops[i], coc_strerror(rc)); /* cannot reach it: gone */
+            coc__rel_reroute(e, large->hops[i], coc_strerror(rc), 1); /* cannot reach it: gone */
             i = (size_t)-1;
         }
     }
@@ -863,8 +879,9 @@ void coc__lost_conn(coc_engine *e, coc__conn *c, int failover)
         } else if (r->kind == COC__SEND) {
             if (r->conn_key == c->key)
                 fail(e, r, r->peer, why);
-        } else if (!c->authed) {
-            continue; /* a stranger never fed a receive */
+        } else if (!c->authed && (failover || !c->outgoing || c->err == COC_EAUTH)) {
+            continue; /* a stranger never fed a receive (but a hop that could not be
+                       * reached, the last of some routes, strands the receives from them) */
         } else if (r->phase == COC__POSTED) {
             if (r->peer == COC_ANY_SOURCE ? crashed : ((uint32_t)r->peer == peer || via(e, r->peer, peer, 0)))
                 fail(e, r, r->peer == COC_ANY_SOURCE ? (int32_t)peer : r->peer, COC_EPEERLOST);

@@ -89,8 +89,10 @@ int coc__rel_stamp(coc_engine *e, coc__dest *d, coc__hdr *h, const void *payload
     if (!keep)
         return 0;
     coc__kept *k = malloc(sizeof *k + h->len);
-    if (!k)
+    if (!k) {
+        d->seq--; /* not sent: its number must not leave a gap */
         return -ENOMEM;
+    }
     k->next = NULL;
     k->h = *h;
     if (h->len)
@@ -229,23 +231,62 @@ static int drop_hop(coc__route *r, uint32_t hop)
     return n && coc__route_make(r, hops, weights, n) == 0;
 }
 
-size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why)
+/* Route class k of d is about to lose `gone`, its last hop: put back the hops d was set
+ * with that left it but are not known to be down, and that can be dialed now. A hop leaves
+ * a route when its connection ends, which does not prove the gateway dead: one that must
+ * close a connection in the middle of a frame (the frame's sender died) lives on, and when
+ * two gateways do that to one endpoint at once, the second loss would strand routes that
+ * the first gateway still serves. A hop whose dial fails here is down; one whose dial fails
+ * later fails as any connection that cannot be made (conn.c). 1 if any came back. */
+static int revive(coc_engine *e, coc__dest *d, int k, uint32_t gone)
 {
-    size_t moved = 0, stranded = 0;
+    if (!d->set || atomic_load(&e->stopping))
+        return 0;
+    const coc__route *r = &d->set[k];
+    uint32_t hops[COC__ROUTE_MAX_HOPS], weights[COC__ROUTE_MAX_HOPS];
+    size_t n = 0;
+    uint64_t below = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        uint64_t w = r->cumulative[i] - below;
+        below = r->cumulative[i];
+        coc__peer *p = coc__map_get(&e->peers, r->hops[i]);
+        int rc;
+        if (r->hops[i] == gone || !w || !p || p->down)
+            continue;
+        if (!coc__conn_to(e, r->hops[i], &rc)) {
+            p->down = 1;
+            continue;
+        }
+        hops[n] = r->hops[i];
+        weights[n++] = (uint32_t)w;
+    }
+    return n && coc__route_make(&d->route[k], hops, weights, n) == 0;
+}
+
+size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why, int down)
+{
+    size_t moved = 0, stranded = 0, revived = 0;
+    coc__peer *gone = coc__map_get(&e->peers, hop);
+    if (gone && down)
+        gone->down = 1;
     uint32_t *dests = calloc(e->dests.cap ? e->dests.cap : 1, sizeof *dests);
     for (size_t i = 0; i < e->dests.cap; i++) {
         coc__dest *d = e->dests.vals[i];
         uint32_t id = e->dests.keys[i];
         if (!d || id == hop)
             continue;
-        int had = 0;
+        int had = 0, back = 0;
         for (int k = 0; k < 2; k++)
             if (coc__route_has(&d->route[k], hop)) {
+                if (!had && !d->set && (d->set = malloc(2 * sizeof *d->set)) != NULL)
+                    memcpy(d->set, d->route, 2 * sizeof *d->set);
                 had = 1;
-                drop_hop(&d->route[k], hop);
+                if (!drop_hop(&d->route[k], hop) && d->route[k].n == 1)
+                    back |= revive(e, d, k, hop);
             }
         if (!had)
             continue;
+        revived += back;
         if (coc__route_has(&d->route[0], hop) || coc__route_has(&d->route[1], hop)) {
             stranded++;
             continue;
@@ -257,7 +298,8 @@ size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why)
     if (moved) {
         e->stats.failovers++;
         coc__log(e, "gateway %u lost (%s): %zu destination%s moved to the other gateways of "
-                 "their routes%s", hop, why, moved, moved == 1 ? "" : "s",
+                 "their routes%s%s", hop, why, moved, moved == 1 ? "" : "s",
+                 revived ? " (back to gateways they had left before, which still answer)" : "",
                  stranded ? "; some had no other" : "");
     }
     /* routes first, then resend: a resend must not pick a hop that is about to go. Not
@@ -277,7 +319,7 @@ coc__conn *coc__rel_conn_to(coc_engine *e, coc__dest *d, uint32_t dest, int *rc)
         coc__conn *c = coc__conn_to(e, hop, rc);
         if (c || *rc == COC_ENOROUTE || hop == dest || d->route[COC_CLASS_SMALL].n < 2)
             return c;
-        coc__rel_reroute(e, hop, coc_strerror(*rc)); /* unreachable: as good as dead */
+        coc__rel_reroute(e, hop, coc_strerror(*rc), 1); /* unreachable: as good as dead */
     }
 }
 

@@ -160,3 +160,37 @@ def test_only_gateway_lost_fails_fast_naming_it(open_engine, gateway):
     assert time.monotonic() - start < scaled(30)
     assert "PeerLost" in type(info.value).__name__, info.value
     assert any("endpoint 10" in line for line in b.take_log())
+
+
+def test_both_gateways_closing_on_a_dying_sender_strand_nothing(open_engine, gateway, spawn):
+    # Endpoint 3 (a child process) streams a large message to 2 over both gateways and is
+    # killed mid-stream. Each gateway is then cutting a frame of it through to 2 and must
+    # close its connection to 2 (the frame cannot be finished): 2 sees both of its gateways
+    # go at once, yet both live. The stream 1 -> 2 across that moment loses nothing: the
+    # second loss puts back the first gateway rather than stranding 2's routes.
+    a, b = open_engine(1), open_engine(2)
+    child = spawn(3, "die_mid_send", dest=2, size=256 << 20, after=scaled(60))
+    ends = {1: a.address, 2: b.address, 3: child.address}
+    gws = {gid: gateway(gid, peers=ends, routes={e: [[e, 1]] for e in ends}) for gid in (10, 11)}
+    for eng, others in ((a, (2, 3)), (b, (1, 3))):
+        for gid, gw in gws.items():
+            eng.add_peer(gid, gw.address)
+        for other in others:
+            eng.set_route(other, [10, 11])
+    big = b.irecv(np.empty(256 << 20, dtype=np.uint8), 3)
+    child.connect({gid: gw.address for gid, gw in gws.items()}, {2: [10, 11]})
+
+    def kill_mid_stream():
+        # once the large message is flowing through both gateways
+        deadline = time.monotonic() + scaled(30)
+        while min(gw.stats()["bytes_forwarded"] for gw in gws.values()) < (4 << 20):
+            assert time.monotonic() < deadline, "the large message never started"
+            time.sleep(0.002)
+        os.kill(child.proc.pid, signal.SIGKILL)
+
+    bufs, tags = stream(a, b, 30, 5, kill_mid_stream)
+    check(bufs, tags, b)
+    with pytest.raises(Exception) as info:
+        big.wait(scaled(30))
+    assert "PeerLost" in type(info.value).__name__ and "endpoint 3" in str(info.value)
+    print("\n".join(b.take_log()))
