@@ -120,7 +120,13 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
     c->peer_id = peer_id;
     c->state = outgoing ? COC__CS_CONNECTING : COC__CS_HANDSHAKE;
     c->rstate = COC__RX_HELLO;
-    c->deadline_ns = coc__now_ns() + (uint64_t)e->cfg.handshake_timeout_ms * 1000000u;
+    /* a peer we dial that does not answer for the liveness timeout is as dead as an open
+     * connection that silent (a stopped gateway's kernel still accepts; failover waited
+     * for the whole handshake timeout) */
+    uint64_t limit = (uint64_t)e->cfg.handshake_timeout_ms * 1000000u;
+    if (outgoing && e->liveness_ns && e->liveness_ns < limit)
+        limit = e->liveness_ns;
+    c->deadline_ns = coc__now_ns() + limit;
     snprintf(c->where, sizeof c->where, "%s", where);
     if (outgoing)
         snprintf(c->name, sizeof c->name, "endpoint %u (%s)", peer_id, where);
@@ -852,6 +858,8 @@ static void conn_free(coc_engine *e, coc__conn *c)
         c->head = it->next;
         item_release(c, it, COC_EPEERLOST);
     }
+    if (failover)
+        coc__rel_relane(e); /* its lanes go again now, not at the safety net's next tick */
     if (c->rumsg) {
         free(c->rumsg->data);
         free(c->rumsg);

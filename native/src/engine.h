@@ -381,6 +381,9 @@ int coc__rel_accept(coc_engine *e, const coc__hdr *h);
 void coc__rel_ack(coc_engine *e, uint32_t peer, uint64_t ack);
 /* Send again what dest has not acknowledged, on the current routes. */
 void coc__rel_resend(coc_engine *e, uint32_t dest);
+/* Stream again, on the current routes, the rendezvous sends whose lanes were dropped with a
+ * lost connection (after its queue was emptied: the reroute came first). */
+void coc__rel_relane(coc_engine *e);
 /* A connection to a gateway died without BYE (or could not be made: `down`): take `hop` out
  * of every route that has other hops — or, where it was the last, put back the hops the
  * route was set with that are not down — and resend towards those destinations. Returns

@@ -151,6 +151,24 @@ int coc__rel_accept(coc_engine *e, const coc__hdr *h)
     return 1;
 }
 
+#define EVERY_DEST UINT32_MAX
+
+/* Stream again the rendezvous sends (to dest, or to EVERY_DEST)
+ * that lost a lane, and with `written` those whose lanes were all written but that have no
+ * DONE (their bytes may have died further on); lanes still running are not doubled. */
+static void restream(coc_engine *e, uint32_t dest, int written)
+{
+    for (coc_request *r = e->reqs; r; r = r->next)
+        if (r->kind == COC__SEND && (dest == EVERY_DEST || (uint32_t)r->peer == dest) && r->keep &&
+            r->peer_cookie && !r->confirmed && !r->doomed &&
+            atomic_load(&r->state) != COC__REQ_DONE && (r->relane || (written && !r->busy))) {
+            r->relane = 0;
+            e->stats.frames_resent++;
+            if (coc__stream_out(e, r, r->want, r->peer_cookie) < 0)
+                coc__complete(e, r, -ENOMEM);
+        }
+}
+
 void coc__rel_resend(coc_engine *e, uint32_t dest)
 {
     coc__dest *d = coc__map_get(&e->dests, dest);
@@ -172,17 +190,13 @@ void coc__rel_resend(coc_engine *e, uint32_t dest)
                       .offset = cr->expect, .total = cr->returned};
         coc__conn_send(c, &h, NULL, NULL);
     }
-    /* rendezvous sends: again when a lane died, or when every lane was written (its bytes
-     * may have died further on); lanes still running are not doubled */
-    for (coc_request *r = e->reqs; r; r = r->next)
-        if (r->kind == COC__SEND && (uint32_t)r->peer == dest && r->keep && r->peer_cookie &&
-            !r->confirmed && !r->doomed && atomic_load(&r->state) != COC__REQ_DONE &&
-            (r->relane || !r->busy)) {
-            r->relane = 0;
-            e->stats.frames_resent++;
-            if (coc__stream_out(e, r, r->want, r->peer_cookie) < 0)
-                coc__complete(e, r, -ENOMEM);
-        }
+    restream(e, dest, 1);
+}
+
+void coc__rel_relane(coc_engine *e)
+{
+    if (!e->forward && !atomic_load(&e->stopping))
+        restream(e, EVERY_DEST, 0);
 }
 
 /* Fragments are cut by the sender at multiples of its fragment size, which only the
