@@ -363,6 +363,9 @@ int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn); /*
 /* lock; failover: c was a gateway whose destinations all moved to other hops (reliable.c) */
 void coc__lost_conn(coc_engine *e, coc__conn *c, int failover);
 void coc__lost_id(coc_engine *e, uint32_t id, int error);            /* lock */
+/* Fail what needs endpoint id: sends to it, and with COC_EPEERLOST receives from it (and
+ * with ANY_SOURCE) and its unmatched envelopes (lock). */
+void coc__fail_peer(coc_engine *e, uint32_t id, int error);
 void coc__stream_failed(coc_engine *e, coc_request *s, uint64_t rcookie); /* lock */
 int coc__probe_locked(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st);
 void coc__request_release(coc_engine *e, coc_request *r);            /* lock: unlink, free */

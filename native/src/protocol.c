@@ -903,6 +903,12 @@ void coc__lost_id(coc_engine *e, uint32_t id, int error)
     if (lost)
         e->stats.peers_lost++;
     coc__log(e, "endpoint %u unreachable (%s, reported by a gateway)", id, coc_strerror(error));
+    coc__fail_peer(e, id, error);
+}
+
+void coc__fail_peer(coc_engine *e, uint32_t id, int error)
+{
+    int lost = error == COC_EPEERLOST;
     coc__notify(e);
     for (coc_request *r = e->reqs; r; r = r->next) {
         if (atomic_load(&r->state) == COC__REQ_DONE)

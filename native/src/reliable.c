@@ -226,82 +226,89 @@ int coc__rel_fragment(coc_request *r, const coc__hdr *h, int mark)
     return seen;
 }
 
-/* Take `hop` out of route r; 1 if it was there and others remain. */
-static int drop_hop(coc__route *r, uint32_t hop)
+/* The hops of route `from` but `gone`, with their weights, for which keep(e, hop) holds
+ * (none: all), made into route `to`; 1 if any hop was left. */
+static int rebuild(coc_engine *e, coc__route *to, const coc__route *from, uint32_t gone,
+                   int (*keep)(coc_engine *, uint32_t))
 {
-    if (!coc__route_has(r, hop) || r->n < 2)
-        return 0;
     uint32_t hops[COC__ROUTE_MAX_HOPS], weights[COC__ROUTE_MAX_HOPS];
     size_t n = 0;
     uint64_t below = 0;
-    for (size_t i = 0; i < r->n; i++) {
-        uint64_t w = r->cumulative[i] - below;
-        below = r->cumulative[i];
-        if (r->hops[i] != hop && w) {
-            hops[n] = r->hops[i];
+    for (size_t i = 0; i < from->n; i++) {
+        uint64_t w = from->cumulative[i] - below;
+        below = from->cumulative[i];
+        if (from->hops[i] != gone && w && (!keep || keep(e, from->hops[i]))) {
+            hops[n] = from->hops[i];
             weights[n++] = (uint32_t)w;
         }
     }
-    return n && coc__route_make(r, hops, weights, n) == 0;
+    return n && coc__route_make(to, hops, weights, n) == 0;
+}
+
+/* Take `hop` out of route r; 1 if it was there and others remain. */
+static int drop_hop(coc__route *r, uint32_t hop)
+{
+    return coc__route_has(r, hop) && r->n >= 2 && rebuild(NULL, r, r, hop, NULL);
+}
+
+/* May `hop` come back into a route? Not when down; else when it can be dialed now (a
+ * hop whose dial fails here is down; one whose dial fails later fails as any connection
+ * that cannot be made, conn.c). */
+static int answers(coc_engine *e, uint32_t hop)
+{
+    coc__peer *p = coc__map_get(&e->peers, hop);
+    int rc;
+    if (!p || p->down || atomic_load(&e->stopping))
+        return 0;
+    if (!coc__conn_to(e, hop, &rc))
+        p->down = 1;
+    return !p->down;
 }
 
 /* Route class k of d is about to lose `gone`, its last hop: put back the hops d was set
- * with that left it but are not known to be down, and that can be dialed now. A hop leaves
- * a route when its connection ends, which does not prove the gateway dead: one that must
- * close a connection in the middle of a frame (the frame's sender died) lives on, and when
- * two gateways do that to one endpoint at once, the second loss would strand routes that
- * the first gateway still serves. A hop whose dial fails here is down; one whose dial fails
- * later fails as any connection that cannot be made (conn.c). 1 if any came back. */
+ * with that left it and still answer. A hop leaves a route when its connection ends, which
+ * does not prove the gateway dead: one that must close a connection in the middle of a
+ * frame (the frame's sender died) lives on, and when two gateways do that to one endpoint
+ * at once, the second loss would strand routes that the first gateway still serves.
+ * 1 if any came back. */
 static int revive(coc_engine *e, coc__dest *d, int k, uint32_t gone)
 {
-    if (!d->set || atomic_load(&e->stopping))
-        return 0;
-    const coc__route *r = &d->set[k];
-    uint32_t hops[COC__ROUTE_MAX_HOPS], weights[COC__ROUTE_MAX_HOPS];
-    size_t n = 0;
-    uint64_t below = 0;
-    for (size_t i = 0; i < r->n; i++) {
-        uint64_t w = r->cumulative[i] - below;
-        below = r->cumulative[i];
-        coc__peer *p = coc__map_get(&e->peers, r->hops[i]);
-        int rc;
-        if (r->hops[i] == gone || !w || !p || p->down)
-            continue;
-        if (!coc__conn_to(e, r->hops[i], &rc)) {
-            p->down = 1;
-            continue;
-        }
-        hops[n] = r->hops[i];
-        weights[n++] = (uint32_t)w;
-    }
-    return n && coc__route_make(&d->route[k], hops, weights, n) == 0;
+    return d->set && rebuild(e, &d->route[k], &d->set[k], gone, answers);
 }
 
 size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why, int down)
 {
-    size_t moved = 0, stranded = 0, revived = 0;
+    size_t moved = 0, stranded = 0, revived = 0, again = 0, n = e->dests.cap ? e->dests.cap : 1;
     coc__peer *gone = coc__map_get(&e->peers, hop);
     if (gone && down)
         gone->down = 1;
-    uint32_t *dests = calloc(e->dests.cap ? e->dests.cap : 1, sizeof *dests);
+    /* dests: those that moved from the front, those left with no hop from the back */
+    uint32_t *dests = calloc(n, sizeof *dests);
     for (size_t i = 0; i < e->dests.cap; i++) {
         coc__dest *d = e->dests.vals[i];
         uint32_t id = e->dests.keys[i];
         if (!d || id == hop)
             continue;
-        int had = 0, back = 0;
+        int had = 0, back = 0, stays = 0;
         for (int k = 0; k < 2; k++)
             if (coc__route_has(&d->route[k], hop)) {
                 if (!had && !d->set && (d->set = malloc(2 * sizeof *d->set)) != NULL)
                     memcpy(d->set, d->route, 2 * sizeof *d->set);
                 had = 1;
-                if (!drop_hop(&d->route[k], hop) && d->route[k].n == 1)
-                    back |= revive(e, d, k, hop);
+                if (drop_hop(&d->route[k], hop) || d->route[k].n != 1)
+                    continue;
+                if (revive(e, d, k, hop))
+                    back = 1;
+                else if (answers(e, hop))
+                    stays = 1; /* the last hop itself answers a new dial: it stays */
             }
         if (!had)
             continue;
         revived += back;
-        if (coc__route_has(&d->route[0], hop) || coc__route_has(&d->route[1], hop)) {
+        again += stays;
+        if (!stays && (coc__route_has(&d->route[0], hop) || coc__route_has(&d->route[1], hop))) {
+            if (dests)
+                dests[n - 1 - stranded] = id;
             stranded++;
             continue;
         }
@@ -309,7 +316,10 @@ size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why, int down)
             dests[moved] = id;
         moved++;
     }
-    if (moved) {
+    if (again)
+        coc__log(e, "connection to gateway %u ended (%s), but it answers a new one: %zu "
+                 "destination%s stay with it", hop, why, again, again == 1 ? "" : "s");
+    if (moved > again) {
         e->stats.failovers++;
         coc__log(e, "gateway %u lost (%s): %zu destination%s moved to the other gateways of "
                  "their routes%s%s", hop, why, moved, moved == 1 ? "" : "s",
@@ -322,6 +332,12 @@ size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why, int down)
     for (size_t i = 0; dests && i < moved; i++)
         if (!e->forward && !atomic_load(&e->stopping))
             coc__rel_resend(e, dests[i]);
+    /* no hop left that answers: what needs those destinations fails, also what waited
+     * for an earlier loss to be routed around (parked on a connection gone since) */
+    for (size_t i = 0; dests && i < stranded && gone && gone->down; i++) {
+        coc__log(e, "no gateway left towards endpoint %u", dests[n - 1 - i]);
+        coc__fail_peer(e, dests[n - 1 - i], COC_EPEERLOST);
+    }
     free(dests);
     return stranded;
 }
@@ -356,8 +372,14 @@ int coc__rel_avoid(coc_engine *e, uint32_t dest, uint32_t hop)
 int coc__rel_rerouted(coc_engine *e, uint32_t dest, uint32_t hop)
 {
     coc__dest *d = coc__map_get(&e->dests, dest);
-    return d && dest != hop && !coc__route_has(&d->route[0], hop) &&
-           !coc__route_has(&d->route[1], hop) && coc__rel_protected(e, d, dest);
+    if (!d || dest == hop || !coc__rel_protected(e, d, dest))
+        return 0;
+    if (!coc__route_has(&d->route[0], hop) && !coc__route_has(&d->route[1], hop))
+        return 1;
+    /* still a hop: moved to a new connection to it (reroute: the hop answered again) */
+    coc__peer *p = coc__map_get(&e->peers, hop);
+    coc__conn *c = p && p->conn_key ? coc__conn_get(e, p->conn_key) : NULL;
+    return c && c->state != COC__CS_DEAD;
 }
 
 /* Put a receive that was being filled back at the front of the posted queue. */
