@@ -153,9 +153,9 @@ int coc__rel_accept(coc_engine *e, const coc__hdr *h)
 
 #define EVERY_DEST UINT32_MAX
 
-/* Stream again the rendezvous sends (to dest, or to EVERY_DEST)
- * that lost a lane, and with `written` those whose lanes were all written but that have no
- * DONE (their bytes may have died further on); lanes still running are not doubled. */
+/* Stream again the rendezvous sends to dest (or to EVERY_DEST) that lost a lane, and with
+ * `written` those whose lanes were all written but that have no DONE (their bytes may have
+ * died further on); lanes still running are not doubled. */
 static void restream(coc_engine *e, uint32_t dest, int written)
 {
     for (coc_request *r = e->reqs; r; r = r->next)
