@@ -841,9 +841,10 @@ static void conn_free(coc_engine *e, coc__conn *c)
      * never the end of an endpoint) — or one that could not be reached (a hop that is not
      * the destination is a gateway): move to the other gateways of the routes */
     if (c->err != COC_EAUTH && (c->authed ? c->theirs.flags & COC__HELLO_GATEWAY : c->outgoing)) {
-        /* down: never came up, or went silent (stopped, cut off); a connection that just
-         * ended may have been closed by a gateway that lives (reliable.c, revive) */
-        int down = !c->authed || c->err == COC_ETIMEDOUT;
+        /* down: never came up, went silent (stopped, cut off) or said BYE (leaving); a
+         * connection that just ended may have been closed by a gateway that lives
+         * (reliable.c, revive) */
+        int down = !c->authed || c->err == COC_ETIMEDOUT || c->bye;
         failover = coc__rel_reroute(e, c->peer_id, c->why ? c->why : "closed", down) == 0;
         if (c->authed)
             coc__rel_unread(e, c);

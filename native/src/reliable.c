@@ -334,7 +334,8 @@ size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why, int down)
             coc__rel_resend(e, dests[i]);
     /* no hop left that answers: what needs those destinations fails, also what waited
      * for an earlier loss to be routed around (parked on a connection gone since) */
-    for (size_t i = 0; dests && i < stranded && gone && gone->down; i++) {
+    for (size_t i = 0; dests && i < stranded && gone && gone->down && !e->forward &&
+                       !atomic_load(&e->stopping); i++) {
         coc__log(e, "no gateway left towards endpoint %u", dests[n - 1 - i]);
         coc__fail_peer(e, dests[n - 1 - i], COC_EPEERLOST);
     }
