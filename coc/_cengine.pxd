@@ -63,6 +63,7 @@ cdef extern from "coc/coc.h" nogil:
         int32_t spin_ns
         const coc_peer_key *keys
         size_t nkeys
+        int32_t liveness_ms
 
     void coc_engine_config_init(coc_engine_config *cfg)
     int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
@@ -145,6 +146,9 @@ cdef extern from "coc/coc.h" nogil:
         uint64_t record_plain_received
         uint64_t record_wire_received
         uint64_t records_raw
+        uint64_t failovers
+        uint64_t frames_resent
+        uint64_t duplicates_dropped
 
     int coc_engine_stats(coc_engine *e, coc_stats *st)
     int coc_engine_take_log(coc_engine *e, char *buf, size_t len)

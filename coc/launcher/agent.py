@@ -25,6 +25,7 @@ from coc.errors import CocError, ControlError, LaunchError
 from coc import gatewayclient, protocol
 from coc.childprocess import die_with_parent
 from coc.launcher import hostagent
+from coc.launcher.failover import is_failover_line
 from coc.rendezvous import CONTROL_FD
 from coc.mpi4py import hook
 
@@ -289,7 +290,11 @@ class Agent:
     async def keep_log(self, gateway):
         """Relay a gateway daemon's log, keeping its last lines to explain a failure."""
         while line := await gateway.process.stderr.readline():
-            gateway.log.append(line.decode(errors="replace").rstrip("\n"))
+            text = line.decode(errors="replace").rstrip("\n")
+            gateway.log.append(text)
+            if is_failover_line(text):  # coc-run reports failovers even when logs are dropped
+                await self.send({"type": "error", "gateway": gateway.ident, "failover": True,
+                                 "message": text})
             await self.output(gateway, "stderr", line)
 
     async def relay_address(self, rank, sock):

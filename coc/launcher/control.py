@@ -22,6 +22,7 @@ import traceback
 from coc import __version__
 from coc.errors import CocError, LaunchError
 from coc import protocol
+from coc.launcher.failover import failover_report, gateway_loss
 from coc.launcher.watchdog import Watchdog
 from coc.pycommand import NO_COC
 
@@ -329,6 +330,9 @@ class Job:
             self.ready.add(source)
             if len(self.ready) == len(self.plan.gateways):
                 self.answer_rendezvous()
+        elif kind == "error" and message.get("failover"):
+            print(failover_report(self.plan, source[1], message["message"]), file=sys.stderr,
+                  flush=True)
         elif kind == "error":
             where = f" {source[0]} {source[1]}" if source else ""
             text = f"coc-run: site {agent.site}{where}: {message['message']}"
@@ -367,10 +371,13 @@ class Job:
             p = self.plan.placements[source[1]]
             self.fail(status, f"coc-run: rank {p.rank} (site {p.site}, host {p.host}) {words}")
         elif source[0] == "gateway":
-            g = self.plan.gateway(source[1])
+            running = {ident for kind, ident in self.running if kind == "gateway"}
+            verdict = gateway_loss(self.plan, source[1], words, running)
             tail = "".join(f"\n  {line}" for line in log)
-            self.fail(status or 1, f"coc-run: gateway daemon on host {g.host} (site {g.site}) "
-                                   f"{words} while ranks were running; job stopped{tail}")
+            if verdict.fatal:
+                self.fail(status or 1, "\n".join(verdict.lines) + tail)
+            else:  # the engines route around it (failover)
+                print("\n".join(verdict.lines) + tail, file=sys.stderr, flush=True)
         if not any(kind == "rank" for kind, _ in self.running):
             self.stop()
 

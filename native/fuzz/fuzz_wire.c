@@ -19,14 +19,13 @@ static void check_header(const uint8_t *in)
         return;
     if (h.len > COC__MAX_PAYLOAD || h.total > COC__MAX_MESSAGE || h.source == h.dest)
         abort();
-    if (h.type == COC__EAGER && (h.len != h.total || h.offset))
+    if (h.type == COC__EAGER && h.len != h.total)
         abort();
     if (h.type == COC__DATA && (h.offset > h.total || h.len > h.total - h.offset || !h.rcookie))
         abort();
     if ((h.type == COC__RTS || h.type == COC__CTS || h.type == COC__ERROR || h.type == COC__BYE ||
-         h.type == COC__CREDIT) && h.len)
-        abort();
-    if (h.type == COC__CREDIT && !h.total)
+         h.type == COC__CREDIT || h.type == COC__PATH || h.type == COC__PING ||
+         h.type == COC__DONE) && h.len)
         abort();
     coc__hdr_encode(&h, again); /* accepted headers are canonical: they re-encode to the input */
     if (memcmp(again, in, COC__HDR_LEN) != 0)

@@ -121,7 +121,13 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
     c->peer_id = peer_id;
     c->state = outgoing ? COC__CS_CONNECTING : COC__CS_HANDSHAKE;
     c->rstate = COC__RX_HELLO;
-    c->deadline_ns = coc__now_ns() + (uint64_t)e->cfg.handshake_timeout_ms * 1000000u;
+    /* a peer we dial that does not answer for the liveness timeout is as dead as an open
+     * connection that silent (a stopped gateway's kernel still accepts; failover waited
+     * for the whole handshake timeout) */
+    uint64_t limit = (uint64_t)e->cfg.handshake_timeout_ms * 1000000u;
+    if (outgoing && e->liveness_ns && e->liveness_ns < limit)
+        limit = e->liveness_ns;
+    c->deadline_ns = coc__now_ns() + limit;
     snprintf(c->where, sizeof c->where, "%s", where);
     if (outgoing)
         snprintf(c->name, sizeof c->name, "endpoint %u (%s)", peer_id, where);
@@ -340,6 +346,7 @@ int coc__conn_unpause(coc__conn *c)
 
 int coc__conn_parse(coc__conn *c)
 {
+    c->rx_count++; /* liveness: bytes came (reliable.c) */
     for (;;) {
         size_t avail = c->rlen - c->rpos;
         int rc;
@@ -656,12 +663,18 @@ static void item_release(coc__conn *c, coc__item *it, int error)
     if (r) {
         /* a striped send completes when its last lane is done; one lost lane fails it,
          * and its receiver hears so (its other lanes may have delivered all they had) */
-        if (error && !r->doomed) {
+        if (error && r->keep && it->kind == COC__IT_STREAM)
+            r->relane = 1; /* its fragments go again after the failover */
+        if (error && !r->doomed && !r->keep) {
             r->doomed = error;
             if (it->kind == COC__IT_STREAM && atomic_load(&r->state) != COC__REQ_DONE)
                 coc__stream_failed(e, r, it->sh.rcookie);
         }
-        if (r->busy && --r->busy == 0) {
+        /* a send whose bytes cross a gateway (reliable.c) is kept: an eager one lost here
+         * is sent again from its copy (it completes); a rendezvous one waits for the
+         * receiver's DONE, and a lost lane is streamed again after the failover */
+        if (r->busy && --r->busy == 0 &&
+            (!r->keep || r->phase != COC__RDV || r->confirmed || r->doomed)) {
             r->st.count = r->len;
             coc__complete(e, r, r->doomed);
         }
@@ -969,7 +982,20 @@ static void conn_free(coc_engine *e, coc__conn *c)
     uint32_t slot = (uint32_t)c->key - COC__KEY_CONN_MIN;
     if (c->authed)
         e->stats.connections_open--;
-    coc__lost_conn(e, c);
+    int failover = 0;
+    /* reliable.c: a gateway lost — crashed, stopped, or closed (BYE: a gateway leaving is
+     * never the end of an endpoint) — or one that could not be reached (a hop that is not
+     * the destination is a gateway): move to the other gateways of the routes */
+    if (c->err != COC_EAUTH && (c->authed ? c->theirs.flags & COC__HELLO_GATEWAY : c->outgoing)) {
+        /* down: never came up, went silent (stopped, cut off) or said BYE (leaving); a
+         * connection that just ended may have been closed by a gateway that lives
+         * (reliable.c, revive) */
+        int down = !c->authed || c->err == COC_ETIMEDOUT || c->bye;
+        failover = coc__rel_reroute(e, c->peer_id, c->why ? c->why : "closed", down) == 0;
+        if (c->authed)
+            coc__rel_unread(e, c);
+    }
+    coc__lost_conn(e, c, failover);
     coc__forward_lost(e, c);
     coc__peer *p = coc__map_get(&e->peers, c->peer_id);
     if (p && p->conn_key == c->key)
@@ -979,6 +1005,8 @@ static void conn_free(coc_engine *e, coc__conn *c)
         c->head = it->next;
         item_release(c, it, COC_EPEERLOST);
     }
+    if (failover)
+        coc__rel_relane(e); /* its lanes go again now, not at the safety net's next tick */
     if (c->rumsg) {
         free(c->rumsg->data);
         free(c->rumsg);

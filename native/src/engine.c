@@ -60,6 +60,7 @@
 #define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
 #define DEFAULT_SHM 1 /* see docs/engine.md "Same-host transport" */
 #define HOUSEKEEPING_MS 100
+#define DEFAULT_LIVENESS_MS 5000
 
 uint64_t coc__now_ns(void)
 {
@@ -133,6 +134,13 @@ static void housekeeping(coc_engine *e)
         if (now - e->last_sweep_ns > HOUSEKEEPING_MS * 1000000ull) {
             e->last_sweep_ns = now;
             coc__conn_sweep(e);
+        }
+    }
+    if (e->liveness_ns) {
+        uint64_t now = coc__now_ns();
+        if (now - e->last_ping_ns > e->liveness_ns / 4) {
+            e->last_ping_ns = now;
+            coc__rel_liveness(e);
         }
     }
     if (e->ndead)
@@ -209,6 +217,15 @@ static int going_idle(coc_engine *e)
     return idle && coc__conn_rings_idle(e, 1);
 }
 
+/* How long the progress thread may sleep: housekeeping needs it back for handshake
+ * deadlines and for liveness (pings and the silence check, every quarter timeout). */
+static int idle_timeout_ms(const coc_engine *e)
+{
+    if (e->nhandshaking)
+        return HOUSEKEEPING_MS;
+    return e->liveness_ns ? (int)(e->liveness_ns / 4000000u) + 1 : -1;
+}
+
 static void *progress_main(void *arg)
 {
     coc_engine *e = arg;
@@ -219,7 +236,7 @@ static void *progress_main(void *arg)
             pthread_mutex_lock(&e->plock);
             int again = going_idle(e);
             pthread_mutex_unlock(&e->plock);
-            int n = coc__poll_wait(e->pfd, ev, 64, again ? 0 : e->nhandshaking ? HOUSEKEEPING_MS : -1);
+            int n = coc__poll_wait(e->pfd, ev, 64, again ? 0 : idle_timeout_ms(e));
             pthread_mutex_lock(&e->plock);
             handle(e, ev, n);
             pthread_mutex_unlock(&e->plock);
@@ -229,7 +246,7 @@ static void *progress_main(void *arg)
         int again = going_idle(e);
         pthread_mutex_unlock(&e->plock);
         coc__event ev[2];
-        int n = coc__poll_wait(e->ofd, ev, 2, again ? 0 : e->nhandshaking ? HOUSEKEEPING_MS : -1);
+        int n = coc__poll_wait(e->ofd, ev, 2, again ? 0 : idle_timeout_ms(e));
         for (int i = 0; i < n; i++)
             if (ev[i].key == COC__KEY_WAKE)
                 drain(e->wfd);
@@ -381,6 +398,17 @@ static int identity_valid(const coc_engine_config *cfg)
     return 1;
 }
 
+/* The liveness timeout (reliable.c): the config, else COC_LIVENESS_MS, else 5 s; <0: off. */
+static uint64_t liveness_ns(int32_t ms)
+{
+    const char *env = getenv("COC_LIVENESS_MS");
+    if (!ms && env && *env)
+        ms = (int32_t)strtol(env, NULL, 0);
+    if (!ms)
+        ms = DEFAULT_LIVENESS_MS;
+    return ms < 0 ? 0 : (uint64_t)ms * 1000000u;
+}
+
 int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
 {
     if (!cfg || !out || !identity_valid(cfg) || cfg->fragment_size > COC__MAX_PAYLOAD ||
@@ -428,6 +456,7 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
     if (!e->cfg.spin_ns)
         e->cfg.spin_ns = DEFAULT_SPIN_NS;
     atomic_store(&e->spin_budget, e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0);
+    e->liveness_ns = liveness_ns(e->cfg.liveness_ms);
     e->self = cfg->self_id;
     e->forward = (cfg->flags & COC_ENGINE_FORWARD) != 0;
     e->shm_ring = shm_ring(cfg->flags, e->forward);
@@ -489,6 +518,18 @@ static void free_peer(void *p)
     free(p);
 }
 
+static void free_dest(void *p)
+{
+    free(((coc__dest *)p)->set);
+    free(p);
+}
+
+static void free_credit(void *p)
+{
+    coc__rel_forget(p);
+    free(p);
+}
+
 int coc_engine_close(coc_engine *e)
 {
     if (!e)
@@ -523,8 +564,8 @@ int coc_engine_close(coc_engine *e)
     pthread_mutex_unlock(&e->lock);
     pthread_mutex_unlock(&e->plock);
     coc__map_free(&e->peers, free_peer);
-    coc__map_free(&e->dests, free_peer);
-    coc__map_free(&e->credits, free_peer);
+    coc__map_free(&e->dests, free_dest);
+    coc__map_free(&e->credits, free_credit);
     free(e->rdv);
     free(e->rdv_gen);
     coc__pool_free(e);
@@ -642,6 +683,10 @@ static int set_route(coc_engine *e, uint32_t dest, int cls, const uint32_t *hops
     if (!d && (d = calloc(1, sizeof *d)) != NULL && coc__map_put(&e->dests, dest, d) < 0) {
         free(d);
         d = NULL;
+    }
+    if (d) { /* new routes replace what failover left (reliable.c) */
+        free(d->set);
+        d->set = NULL;
     }
     for (int k = COC_CLASS_SMALL; d && k <= COC_CLASS_LARGE; k++) {
         if (cls < 0 || k == cls) {

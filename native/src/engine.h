@@ -87,7 +87,7 @@ struct coc_request {
     uint64_t want, got;                /* rendezvous receive progress */
     uint64_t cookie;                   /* rendezvous handle, 0 if none */
     uint64_t conn_key;                 /* connection the operation depends on */
-    uint8_t busy;                      /* recv: connections reading payload into it;
+    uint16_t busy;                     /* recv: connections reading payload into it;
                                           send: queue items still holding its buffer */
     int doomed;                        /* failure to report when that read ends */
     uint8_t alloc;                     /* recv (coc_irecv_alloc): rbuf is the engine's,
@@ -96,12 +96,22 @@ struct coc_request {
     uint8_t *joined;                   /* send (coc_isendv): owned copy of a small gather */
     coc_iovec *iov;                    /* send (coc_isendv): owned gather list, or NULL */
     size_t niov;
+    /* failover (reliable.c): a rendezvous whose bytes cross a gateway. send: complete only
+     * on the receiver's DONE (its bytes may have to be sent again); recv: count each
+     * fragment once (frags: a bit per fragment) and answer DONE. */
+    uint8_t keep, confirmed;
+    uint8_t relane;                    /* send: a lane died with its connection */
+    uint64_t peer_cookie;              /* send: receiver handle (CTS); recv: sender handle */
+    uint8_t *frags;                    /* recv: a bit per fragment of funit bytes arrived */
+    uint32_t funit;                    /* recv: the sender's fragment size (seen on one) */
+    uint8_t last_seen;                 /* recv: the last fragment arrived */
 };
 
 /* An unexpected message: a complete eager message, or a rendezvous envelope. */
 typedef struct coc__umsg {
     struct coc__umsg *prev, *next;
     uint8_t type;                      /* COC__EAGER or COC__RTS */
+    uint8_t flags;                     /* RTS: its frame flags (COC__FLAG_CONFIRM) */
     uint32_t source, context;
     int32_t tag;
     uint64_t total, scookie;
@@ -183,6 +193,10 @@ struct coc__conn {
     coc__item *rfwd;                   /* FWD: the item being filled */
     coc__conn *rfwd_out;               /* FWD: the connection it goes out on */
     uint8_t rfwding;                   /* the current frame is being forwarded (or dropped) */
+    uint8_t rdrop;                     /* the current frame is a duplicate: read and dropped */
+    uint8_t cut;                       /* we closed it ourselves (a frame it carried broke) */
+    uint64_t rx_count, rx_seen;        /* liveness: reads so far / at the last check */
+    uint64_t rx_stamp_ns;              /* when rx_count last moved */
     int err;                           /* DEAD: why */
     const char *why;
     coc__conn *next_resumed;
@@ -205,22 +219,37 @@ typedef struct coc__peer {
     uint64_t conn_key;                 /* the connection we send on, 0 if none */
     uint64_t delay_ns;
     uint32_t wire;                     /* COC_WIRE_*: record layer on connections to it */
+    uint8_t down;                      /* a hop that could not be reached or went silent:
+                                        * never put back into a route (reliable.c) */
 } coc__peer;
 
 /* Eager credit with one other endpoint (docs/wire-protocol.md "Credits"). A sender may
  * have at most e->credit bytes of eager messages (charged by coc__eager_cost) towards a
  * receiver that the receiver has not returned in CREDIT frames; past that, its messages go
  * by rendezvous, which costs the receiver only an envelope. */
+typedef struct coc__kept coc__kept;
 typedef struct coc__credit {
     uint64_t avail;                    /* sender: credit left towards this endpoint */
     uint64_t held;                     /* receiver: its eager bytes received, not returned */
     uint64_t owed;                     /* receiver: of those, delivered: to return */
+    /* reliable.c: sequence numbers and acknowledgements, end to end */
+    uint64_t returned;                 /* receiver: credit returned so far (mod 2^40) */
+    uint64_t seen;                     /* sender: the last cumulative credit count heard */
+    uint64_t expect;                   /* receiver: next sequence number accepted from it */
+    uint64_t acked;                    /* sender: it accepted every sequence number below */
+    coc__kept *kept, *kept_tail;       /* sender: sequenced frames not yet acknowledged */
+    size_t kept_bytes;
+    uint64_t acked_seen;               /* sender: acked at the last liveness tick */
+    uint64_t nacked;                   /* receiver: expect when we last asked to resend */
+    uint64_t dupacked;                 /* receiver: expect when we last acknowledged a repeat */
+    uint8_t stuck;                     /* sender: ticks with kept frames and no progress */
 } coc__credit;
 
 typedef struct coc__dest {
     coc__route route[2];               /* by size class: COC_CLASS_SMALL, COC_CLASS_LARGE */
     uint8_t has[2];                    /* which classes were set (else they share the other) */
-    uint64_t seq;                      /* next message number towards this destination */
+    uint64_t seq;                      /* last sequence number given towards this destination */
+    coc__route *set;                   /* both routes as set, kept once a hop leaves one */
 } coc__dest;
 
 struct coc_engine {
@@ -275,6 +304,9 @@ struct coc_engine {
     size_t pool_bytes;
     size_t ndead;                      /* connections marked dead, not yet reaped */
     uint64_t last_sweep_ns;
+    uint64_t liveness_ns;              /* a connection silent this long is dead; 0: never */
+    int lossy;                         /* a path lost frames once: retransmit on timeouts too */
+    uint64_t last_ping_ns;
     int probe_waiters;
     coc_stats stats;
     char log[COC__LOG_LINES][COC__LOG_LINE];
@@ -346,11 +378,55 @@ int coc__rdv_spent(coc_engine *e, uint64_t cookie);
 int coc__frame_begin(coc__conn *c);    /* plock: a header addressed to us was decoded */
 void coc__frame_end(coc__conn *c);     /* plock: its payload is complete */
 int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn); /* lock */
-void coc__lost_conn(coc_engine *e, coc__conn *c);                    /* lock */
+/* lock; failover: c was a gateway whose destinations all moved to other hops (reliable.c) */
+void coc__lost_conn(coc_engine *e, coc__conn *c, int failover);
 void coc__lost_id(coc_engine *e, uint32_t id, int error);            /* lock */
+/* Fail what needs endpoint id: sends to it, and with COC_EPEERLOST receives from it (and
+ * with ANY_SOURCE) and its unmatched envelopes (lock). */
+void coc__fail_peer(coc_engine *e, uint32_t id, int error);
 void coc__stream_failed(coc_engine *e, coc_request *s, uint64_t rcookie); /* lock */
 int coc__probe_locked(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st);
 void coc__request_release(coc_engine *e, coc_request *r);            /* lock: unlink, free */
+
+/* reliable.c (under lock; docs/wire-protocol.md "Failover") */
+#define COC__FLAG_CONFIRM 0x1          /* RTS: the receiver answers DONE when all bytes came */
+#define COC__CREDIT_MOD ((uint64_t)1 << 40)
+coc__credit *coc__credit_of(coc_engine *e, uint32_t peer);
+/* Does a message to dest cross a gateway (then it is kept until acknowledged)? */
+int coc__rel_protected(coc_engine *e, const coc__dest *d, uint32_t dest);
+/* Give h its sequence number and acknowledgement; keep a copy when protected. */
+int coc__rel_stamp(coc_engine *e, coc__dest *d, coc__hdr *h, const void *payload, int keep);
+/* A sequenced frame from h->source arrived: 1 to process it, 0 to drop it (duplicate or
+ * out of order: its sender sends it again). Acknowledgements are taken in any case. */
+int coc__rel_accept(coc_engine *e, const coc__hdr *h);
+void coc__rel_ack(coc_engine *e, uint32_t peer, uint64_t ack);
+/* Send again what dest has not acknowledged, on the current routes. */
+void coc__rel_resend(coc_engine *e, uint32_t dest);
+/* Stream again, on the current routes, the rendezvous sends whose lanes were dropped with a
+ * lost connection (after its queue was emptied: the reroute came first). */
+void coc__rel_relane(coc_engine *e);
+/* A connection to a gateway died without BYE (or could not be made: `down`): take `hop` out
+ * of every route that has other hops — or, where it was the last, put back the hops the
+ * route was set with that are not down — and resend towards those destinations. Returns
+ * how many destinations were left with no hop (those fail as before). */
+size_t coc__rel_reroute(coc_engine *e, uint32_t hop, const char *why, int down);
+/* The connection for dest's small route, moving off hops that cannot be reached. */
+coc__conn *coc__rel_conn_to(coc_engine *e, coc__dest *d, uint32_t dest, int *rc);
+int coc__rel_rerouted(coc_engine *e, uint32_t dest, uint32_t hop); /* dest moved off hop */
+/* Gateway `hop` says it cannot reach dest (an ERROR frame): route dest around it when the
+ * route has another hop, and resend (1); else 0: dest is lost. */
+int coc__rel_avoid(coc_engine *e, uint32_t dest, uint32_t hop);
+void coc__rel_unread(coc_engine *e, coc__conn *c);    /* c died mid-frame: undo its accept */
+void coc__rel_liveness(coc_engine *e);                /* lock: ping quiet, drop silent */
+void coc__rel_forget(coc__credit *cr);                /* free kept frames */
+/* A DATA fragment for receive r (keep): 1 when it arrived before; mark = 1 records it. */
+int coc__rel_fragment(coc_request *r, const coc__hdr *h, int mark);
+/* protocol.c helpers reliable.c uses */
+int coc__stream_out(coc_engine *e, coc_request *s, uint64_t total, uint64_t rcookie);
+/* Receive r after a payload read into it ended (read, or undone with its connection): once
+ * nothing is mid-read, it fails if doomed, or completes when every byte came (a kept one
+ * answers DONE first). Until then, nothing. */
+void coc__recv_settle(coc_engine *e, coc_request *r);
 
 /* forward.c (plock) */
 int coc__forward_begin(coc__conn *c);  /* 0 started, 1 paused on a full window, <0 error */

@@ -137,10 +137,17 @@ int coc__forward_begin(coc__conn *c)
     c->rfwd = NULL;
     c->rfwd_out = NULL;
     coc__dest *d = coc__map_get(&e->dests, h->dest);
-    uint32_t hop = !d ? 0
-                   : h->type == COC__DATA ? next_data_hop(&d->route[COC_CLASS_LARGE], h->len, c->peer_id)
-                   : coc__route_pick(&d->route[COC_CLASS_SMALL], h->source, h->dest);
-    coc__conn *out = d && hop != c->peer_id ? coc__conn_to(e, hop, &rc) : NULL;
+    coc__conn *out = NULL;
+    for (;;) {
+        coc__route *r = d ? &d->route[h->type == COC__DATA ? COC_CLASS_LARGE : COC_CLASS_SMALL] : NULL;
+        uint32_t hop = !r ? 0
+                       : h->type == COC__DATA ? next_data_hop(r, h->len, c->peer_id)
+                       : coc__route_pick(r, h->source, h->dest);
+        out = d && hop != c->peer_id ? coc__conn_to(e, hop, &rc) : NULL;
+        if (out || !d || hop == c->peer_id || hop == h->dest || rc == COC_ENOROUTE || r->n < 2)
+            break;
+        coc__rel_reroute(e, hop, coc_strerror(rc), 1); /* cannot reach it: as good as dead */
+    }
     if (!out) {
         error_back(e, c, h, rc == COC_ENOROUTE ? COC_ENOROUTE : COC_EPEERLOST);
         pthread_mutex_unlock(&e->lock);
@@ -248,7 +255,7 @@ void coc__forward_lost(coc_engine *e, coc__conn *c)
 {
     if (!e->forward)
         return;
-    if (c->authed && !c->bye && !(c->theirs.flags & COC__HELLO_GATEWAY)) {
+    if (c->authed && !c->bye && !(c->theirs.flags & COC__HELLO_GATEWAY) && !c->cut) {
         /* an endpoint died: tell every endpoint we route for, so one waiting on it
          * hears even if none of its traffic crossed this gateway */
         for (size_t i = 0; i < e->dests.cap; i++) {
@@ -257,11 +264,16 @@ void coc__forward_lost(coc_engine *e, coc__conn *c)
             if (e->dests.vals[i] && eh.dest != eh.source && eh.dest != e->self)
                 coc__send_ctrl(e, &eh, 0);
         }
-    } else if (c->authed && !c->bye) {
-        /* a gateway link died: tell the endpoints of the pairs that crossed it */
+    } else if ((c->authed || c->outgoing) && !c->bye) {
+        /* a gateway link died, or never came up with frames queued on it (or we cut one): tell the endpoints of the pairs that crossed
+         * it. Where our route moved to another hop (reliable.c), or the link was one we cut,
+         * the endpoint is alive: a PATH frame makes the other end send again what it has
+         * not acknowledged; else it is lost. */
         for (size_t i = 0; i < c->nflows; i++) {
-            coc__hdr eh = {.type = COC__ERROR, .source = c->flows[i].lost, .dest = c->flows[i].notify,
-                           .tag = COC_EPEERLOST};
+            uint32_t lost = c->flows[i].lost;
+            int moved = c->cut || coc__rel_rerouted(e, lost, c->peer_id);
+            coc__hdr eh = {.type = moved ? COC__PATH : COC__ERROR, .source = lost,
+                           .dest = c->flows[i].notify, .tag = moved ? 0 : COC_EPEERLOST};
             if (eh.source != eh.dest && eh.dest != e->self)
                 coc__send_ctrl(e, &eh, 0);
         }
@@ -284,6 +296,7 @@ void coc__forward_lost(coc_engine *e, coc__conn *c)
                 free(it);
             }
         } else {
+            out->cut = 1;
             coc__conn_fail(out, COC_EPEERLOST, "the frame being forwarded lost its sender");
         }
         c->rfwd = NULL;

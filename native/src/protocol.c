@@ -55,6 +55,7 @@ static void req_unlink_free(coc_engine *e, coc_request *r)
         free(r->rbuf);
     free(r->joined);
     free(r->iov);
+    free(r->frags);
     free(r);
 }
 
@@ -115,20 +116,6 @@ static uint64_t eager_cost(uint64_t len)
     return len + COC__HDR_LEN;
 }
 
-/* Our credit record with endpoint `peer`, made on first use (NULL: out of memory). */
-static coc__credit *credit_of(coc_engine *e, uint32_t peer)
-{
-    coc__credit *cr = coc__map_get(&e->credits, peer);
-    if (!cr && (cr = calloc(1, sizeof *cr)) != NULL) {
-        cr->avail = e->credit;
-        if (coc__map_put(&e->credits, peer, cr) < 0) {
-            free(cr);
-            cr = NULL;
-        }
-    }
-    return cr;
-}
-
 /* An eager message of `total` bytes from `source` left our memory (delivered): its credit
  * goes back once half the credit is owed, in one CREDIT frame end to end. */
 static void credit_delivered(coc_engine *e, uint32_t source, uint64_t total, uint64_t conn_key)
@@ -139,7 +126,10 @@ static void credit_delivered(coc_engine *e, uint32_t source, uint64_t total, uin
     cr->owed += eager_cost(total);
     if (cr->owed < e->credit / 2)
         return;
-    coc__hdr h = {.type = COC__CREDIT, .source = e->self, .dest = source, .total = cr->owed};
+    /* the count is cumulative (mod 2^40): sent again after a failover, it leaks nothing */
+    cr->returned = (cr->returned + cr->owed) % COC__CREDIT_MOD;
+    coc__hdr h = {.type = COC__CREDIT, .source = e->self, .dest = source, .total = cr->returned,
+                  .offset = cr->expect};
     coc__send_ctrl(e, &h, conn_key); /* if the peer is gone, so is its need for credit */
     cr->held -= cr->owed;
     cr->owed = 0;
@@ -156,7 +146,7 @@ static int credit_take(coc__conn *c, const coc__hdr *h)
         c->why = "eager frame above the receiver's eager limit";
         return COC_EPROTO;
     }
-    coc__credit *cr = credit_of(e, h->source);
+    coc__credit *cr = coc__credit_of(e, h->source);
     if (!cr)
         return -ENOMEM;
     if (cr->held + eager_cost(h->len) > e->credit) {
@@ -191,7 +181,7 @@ int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn)
     coc__conn *c = NULL;
     int rc = COC_ENOROUTE;
     if (d)
-        c = coc__conn_to(e, coc__route_pick(&d->route[COC_CLASS_SMALL], e->self, h->dest), &rc);
+        c = coc__rel_conn_to(e, d, h->dest, &rc);
     if (!c)
         c = coc__conn_get(e, fallback_conn);
     if (!c || c->state == COC__CS_DEAD)
@@ -202,7 +192,7 @@ int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn)
 
 /* A receive r matched a rendezvous envelope: ask the sender for the bytes r can hold. */
 static void rdv_accept(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx, int32_t tag,
-                       uint64_t total, uint64_t scookie, uint64_t conn_key)
+                       uint64_t total, uint64_t scookie, uint64_t conn_key, uint8_t flags)
 {
     fill_status(r, src, ctx, tag, total);
     if (sink_alloc(r, total) < 0) {
@@ -214,13 +204,24 @@ static void rdv_accept(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx
     r->conn_key = conn_key;
     r->phase = COC__RDV;
     r->cookie = coc__rdv_alloc(e, r);
+    if (flags & COC__FLAG_CONFIRM) {
+        /* the bytes cross a gateway: count each fragment once, answer DONE */
+        r->keep = 1;
+        r->peer_cookie = scookie;
+    }
     if (!r->cookie) {
         coc__complete(e, r, -ENOMEM);
         return;
     }
     coc__hdr h = {.type = COC__CTS, .context = ctx, .source = e->self, .dest = src, .tag = tag,
                   .total = r->want, .scookie = scookie, .rcookie = r->cookie};
-    int rc = coc__send_ctrl(e, &h, conn_key);
+    coc__dest *d = coc__map_get(&e->dests, src);
+    int kept = d && coc__rel_protected(e, d, src);
+    int rc = d ? coc__rel_stamp(e, d, &h, NULL, kept) : 0;
+    /* a kept CTS whose hop just died goes again when the route moves off that hop (the
+     * sender then streams): failing the receive here would leave that stream no taker */
+    if (rc == 0 && (rc = coc__send_ctrl(e, &h, conn_key)) < 0 && kept)
+        rc = 0;
     if (rc < 0)
         coc__complete(e, r, COC_EPEERLOST);
     else if (r->want == 0)
@@ -249,6 +250,20 @@ static int self_send(coc_engine *e, coc_request *s, uint32_t ctx, int32_t tag, c
     s->st.count = len;
     coc__complete(e, s, 0);
     return 0;
+}
+
+/* What the first write of a stamped frame towards d returned (rc) means for its send.
+ * A kept frame whose hop just died is not lost: its copy goes again when the route moves
+ * off that hop (or the send fails with the hop, if it was the last), so the send goes on.
+ * Otherwise the frame was never sent and its sequence number is given back: the receiver
+ * must not wait for it. */
+static int sent(coc__dest *d, int keep, int rc)
+{
+    if (rc < 0 && keep)
+        return 0;
+    if (rc < 0)
+        d->seq--;
+    return rc;
 }
 
 /* Start a send of len bytes: buf, or the gather list iov (then buf is NULL). The request
@@ -283,17 +298,23 @@ static int isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, co
         rc = COC_ENOROUTE;
         goto out;
     }
-    coc__conn *c = coc__conn_to(e, coc__route_pick(&d->route[COC_CLASS_SMALL], e->self, dest), &rc);
+    coc__conn *c = coc__rel_conn_to(e, d, dest, &rc);
     if (!c)
         goto out;
-    coc__hdr h = {.context = context, .source = e->self, .dest = dest, .tag = tag, .seq = d->seq++};
-    coc__credit *cr = len <= e->cfg.eager_limit ? credit_of(e, dest) : NULL;
+    coc__hdr h = {.context = context, .source = e->self, .dest = dest, .tag = tag};
+    int keep = coc__rel_protected(e, d, dest); /* crosses a gateway: kept until acknowledged */
+    coc__credit *cr = len <= e->cfg.eager_limit ? coc__credit_of(e, dest) : NULL;
     if (cr && cr->avail >= eager_cost(len)) {
         cr->avail -= eager_cost(len);
         h.type = COC__EAGER;
         h.len = (uint32_t)len;
         h.total = len;
-        rc = coc__conn_send(c, &h, buf, r);
+        r->keep = (uint8_t)keep;
+        rc = coc__rel_stamp(e, d, &h, buf, keep);
+        if (rc == 0) /* a kept message is copied: once connected, the send completes at once */
+            rc = sent(d, keep, coc__conn_send(c, &h, buf, keep && c->state == COC__CS_OPEN ? NULL : r));
+        if (rc < 0)
+            cr->avail += eager_cost(len);
         if (rc >= 0) {
             e->stats.frames_sent++;
             e->stats.bytes_sent += len;
@@ -312,7 +333,11 @@ static int isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, co
         }
         r->conn_key = c->key;
         r->phase = COC__RDV;
-        rc = coc__conn_send(c, &h, NULL, NULL);
+        r->keep = (uint8_t)keep;
+        h.flags = keep ? COC__FLAG_CONFIRM : 0;
+        rc = coc__rel_stamp(e, d, &h, NULL, keep);
+        if (rc == 0)
+            rc = sent(d, keep, coc__conn_send(c, &h, NULL, NULL));
         if (rc == 0)
             e->stats.frames_sent++;
     }
@@ -397,7 +422,8 @@ static int irecv(coc_engine *e, int32_t source, uint32_t context, int32_t tag, v
             deliver(e, r, u->source, u->context, u->tag, u->data ? u->data : r->rbuf, u->total,
                     u->conn_key);
         else
-            rdv_accept(e, r, u->source, u->context, u->tag, u->total, u->scookie, u->conn_key);
+            rdv_accept(e, r, u->source, u->context, u->tag, u->total, u->scookie, u->conn_key,
+                       u->flags);
         free(u->data);
         free(u);
     }
@@ -485,24 +511,43 @@ static coc__stripe *stripe_plan(coc_engine *e, coc__route *large, uint64_t total
     return sp;
 }
 
-/* A CTS came for send s: stream its bytes, one STREAM item per hop of the large route
- * that carries any of its fragments. */
+/* A CTS came for send s: stream its bytes. A send that keeps its handle (its bytes cross a
+ * gateway) completes on the receiver's DONE, and may stream again after a failover. */
 static int start_stream(coc_engine *e, coc_request *s, const coc__hdr *cts)
 {
-    coc__rdv_free(e, s->cookie); /* one CTS per send: the handle is spent */
-    s->cookie = 0;
+    if (!s->keep || cts->total == 0) {
+        coc__rdv_free(e, s->cookie); /* one CTS per send: the handle is spent */
+        s->cookie = 0;
+    }
     if (cts->total == 0) {
         s->st.count = s->len;
         coc__complete(e, s, 0);
         return 0;
     }
+    s->want = cts->total;
+    s->peer_cookie = cts->rcookie;
+    return coc__stream_out(e, s, cts->total, cts->rcookie);
+}
+
+/* Stream `total` bytes of send s to the receive `rcookie`: one STREAM item per hop of the
+ * large route that carries any of its fragments. */
+int coc__stream_out(coc_engine *e, coc_request *s, uint64_t total, uint64_t rcookie)
+{
     coc__dest *d = coc__map_get(&e->dests, (uint32_t)s->peer);
     if (!d) {
         coc__complete(e, s, COC_ENOROUTE);
         return 0;
     }
     coc__route *large = &d->route[COC_CLASS_LARGE];
-    coc__stripe *sp = stripe_plan(e, large, cts->total);
+    for (size_t i = 0; i < large->n && large->n > 1; i++) {
+        int rc;
+        if (large->hops[i] != (uint32_t)s->peer && !coc__conn_to(e, large->hops[i], &rc) &&
+            rc != COC_ENOROUTE) {
+            coc__rel_reroute(e, large->hops[i], coc_strerror(rc), 1); /* cannot reach it: gone */
+            i = (size_t)-1;
+        }
+    }
+    coc__stripe *sp = stripe_plan(e, large, total);
     if (!sp)
         return -ENOMEM;
     coc__conn *out[COC__ROUTE_MAX_HOPS] = {0};
@@ -521,22 +566,24 @@ static int start_stream(coc_engine *e, coc_request *s, const coc__hdr *cts)
             free(sp);
             if (out[k] && out[k]->state != COC__CS_DEAD)
                 return -ENOMEM;
-            coc__stream_failed(e, s, cts->rcookie);
+            if (s->keep && s->busy)
+                return 0; /* lanes still run; a later failover streams again */
+            coc__stream_failed(e, s, rcookie);
             coc__complete(e, s, COC_EPEERLOST);
             return 0;
         }
         items[lanes++]->lane = k;
     }
     sp->refs = lanes;
-    s->busy = (uint8_t)lanes; /* until every lane ends: a failure must not free the buffer */
+    s->busy += (uint16_t)lanes; /* until every lane ends: a failure must not free the buffer */
     for (size_t j = 0; j < lanes; j++) {
         coc__item *it = items[j];
         it->kind = COC__IT_STREAM;
         it->req = s;
         it->stripe = sp;
         it->sh = (coc__hdr){.type = COC__DATA, .context = s->context, .source = e->self,
-                            .dest = (uint32_t)s->peer, .tag = s->tag, .total = cts->total,
-                            .rcookie = cts->rcookie};
+                            .dest = (uint32_t)s->peer, .tag = s->tag, .total = total,
+                            .rcookie = rcookie};
         coc__stream_next(e, it); /* its first frame; frame_written builds the others */
         coc__conn_push(out[it->lane], it);
     }
@@ -554,6 +601,11 @@ int coc__frame_begin(coc__conn *c)
     pthread_mutex_lock(&e->lock);
     e->stats.frames_received++;
     e->stats.bytes_received += h->len;
+    if (!coc__rel_accept(e, h)) {
+        c->rdrop = 1; /* seen already, or overtook a lost frame: its payload is dropped */
+        pthread_mutex_unlock(&e->lock);
+        return 0;
+    }
     switch (h->type) {
     case COC__EAGER:
         if ((rc = credit_take(c, h)) < 0)
@@ -591,7 +643,7 @@ int coc__frame_begin(coc__conn *c)
     case COC__RTS:
         r = coc__posted_take(e, h->source, h->context, h->tag);
         if (r) {
-            rdv_accept(e, r, h->source, h->context, h->tag, h->total, h->scookie, c->key);
+            rdv_accept(e, r, h->source, h->context, h->tag, h->total, h->scookie, c->key, h->flags);
         } else {
             coc__umsg *u = calloc(1, sizeof *u);
             if (!u) {
@@ -600,7 +652,7 @@ int coc__frame_begin(coc__conn *c)
             }
             *u = (coc__umsg){.type = COC__RTS, .source = h->source, .context = h->context,
                              .tag = h->tag, .total = h->total, .scookie = h->scookie,
-                             .conn_key = c->key};
+                             .conn_key = c->key, .flags = h->flags};
             coc__unexp_add(e, u);
         }
         break;
@@ -613,11 +665,23 @@ int coc__frame_begin(coc__conn *c)
         break;
     case COC__DATA:
         r = coc__rdv_lookup(e, h->rcookie);
-        if (!r && coc__rdv_spent(e, h->rcookie))
-            break; /* its receive already failed (a stripe's path died): read and drop */
+        if (!r && coc__rdv_spent(e, h->rcookie)) {
+            /* its receive already ended (done, or failed: a stripe's path died): read and
+             * drop. Bytes sent again for a done receive mean its DONE did not get through:
+             * send again what the sender has not acknowledged (once per restream) */
+            coc__credit *cr = h->offset ? NULL : coc__map_get(&e->credits, h->source);
+            if (cr && cr->kept)
+                coc__rel_resend(e, h->source);
+            break;
+        }
         if (!r || r->kind != COC__RECV || r->phase != COC__RDV || (uint32_t)r->st.source != h->source ||
             h->total != r->want) {
             rc = bad(c, "data fragment for no pending receive");
+            break;
+        }
+        if (r->keep && coc__rel_fragment(r, h, 0)) {
+            c->rdrop = 1; /* sent again after a failover, but it came the first time */
+            e->stats.duplicates_dropped++;
             break;
         }
         r->busy++; /* stripes: several connections may be mid-fragment into it */
@@ -627,7 +691,9 @@ int coc__frame_begin(coc__conn *c)
         break;
     case COC__ERROR:
         if (!h->rcookie) {
-            coc__lost_id(e, h->source, h->tag);
+            /* from a gateway that cannot reach the source: another gateway may (failover) */
+            if (c->peer_id == h->source || !coc__rel_avoid(e, h->source, c->peer_id))
+                coc__lost_id(e, h->source, h->tag);
             break;
         }
         r = coc__rdv_lookup(e, h->rcookie); /* one transfer failed at its sender */
@@ -641,11 +707,39 @@ int coc__frame_begin(coc__conn *c)
         c->bye = 1;
         break;
     case COC__CREDIT: {
-        coc__credit *cr = credit_of(e, h->source);
-        if (cr) /* never above the whole credit, whatever a peer claims */
-            cr->avail = h->total > e->credit - cr->avail ? e->credit : cr->avail + h->total;
+        /* a cumulative count: what it adds to the last one heard; an old or repeated count
+         * adds nothing, and never above the whole credit, whatever a peer claims */
+        coc__credit *cr = coc__credit_of(e, h->source);
+        uint64_t more = cr ? (h->total - cr->seen) % COC__CREDIT_MOD : 0;
+        if (cr && more <= e->credit) {
+            cr->seen = h->total;
+            cr->avail = more > e->credit - cr->avail ? e->credit : cr->avail + more;
+        }
         break;
     }
+    case COC__PATH: /* frames to h->source died on the way (a gateway's lost hop, a gap) */
+        coc__log(e, "frames to endpoint %u were lost on the way (reported through %s): sending "
+                 "again what it has not acknowledged", h->source, c->name);
+        coc__rel_resend(e, h->source);
+        break;
+    case COC__PING:
+        break;
+    case COC__DONE:
+        r = coc__rdv_lookup(e, h->scookie);
+        if (r && r->kind == COC__SEND && r->keep && (uint32_t)r->peer == h->source) {
+            r->confirmed = 1;
+            coc__rdv_free(e, r->cookie);
+            r->cookie = 0;
+            if (!r->busy) {
+                r->st.count = r->len;
+                coc__complete(e, r, 0);
+            }
+        } else {
+            /* taken by the sequence layer (acknowledged), so never sent again: say so */
+            coc__log(e, "endpoint %u confirmed a transfer this endpoint does not know (handle "
+                     "%llx): ignored", h->source, (unsigned long long)h->scookie);
+        }
+        break;
     }
     pthread_mutex_unlock(&e->lock);
     return rc;
@@ -656,6 +750,10 @@ void coc__frame_end(coc__conn *c)
     coc_engine *e = c->e;
     const coc__hdr *h = &c->rh;
     coc_request *r = c->rreq;
+    if (c->rdrop) {
+        c->rdrop = 0;
+        return;
+    }
     if (h->type != COC__EAGER && h->type != COC__DATA)
         return;
     pthread_mutex_lock(&e->lock);
@@ -664,13 +762,12 @@ void coc__frame_end(coc__conn *c)
         credit_delivered(e, h->source, h->total, c->key); /* read into place: nothing held */
     if (r) {
         r->busy--;
-        if (h->type == COC__DATA)
-            r->got += h->len;
-        if (r->doomed) {
-            if (!r->busy)
-                coc__complete(e, r, r->doomed);
-        } else if (h->type == COC__EAGER || r->got == r->want)
+        if (h->type == COC__DATA && (!r->keep || !coc__rel_fragment(r, h, 1)))
+            r->got += h->len; /* two copies may race: count one */
+        if (h->type == COC__EAGER && !r->doomed)
             coc__complete(e, r, r->st.count > r->len ? COC_ETRUNC : 0);
+        else
+            coc__recv_settle(e, r);
     } else if (c->rumsg) {
         coc__umsg *u = c->rumsg;
         c->rumsg = NULL;
@@ -709,6 +806,29 @@ void coc__stream_failed(coc_engine *e, coc_request *s, uint64_t rcookie)
     coc__send_ctrl(e, &h, 0); /* on the small route; if that is gone too, so is the receiver's */
 }
 
+static void send_done(coc_engine *e, coc_request *r)
+{
+    coc__dest *d = coc__map_get(&e->dests, (uint32_t)r->st.source);
+    coc__hdr h = {.type = COC__DONE, .source = e->self, .dest = (uint32_t)r->st.source,
+                  .scookie = r->peer_cookie};
+    /* no route back (answers go where the RTS came from): unsequenced, not kept */
+    if (!d || coc__rel_stamp(e, d, &h, NULL, 1) == 0)
+        coc__send_ctrl(e, &h, r->conn_key);
+}
+
+void coc__recv_settle(coc_engine *e, coc_request *r)
+{
+    if (r->busy)
+        return; /* a connection is still mid-fragment into it: that frame's end settles it */
+    if (r->doomed) {
+        coc__complete(e, r, r->doomed);
+    } else if (r->got == r->want) {
+        if (r->keep)
+            send_done(e, r);
+        coc__complete(e, r, r->st.count > r->len ? COC_ETRUNC : 0);
+    }
+}
+
 static void drop_envelopes(coc_engine *e, uint64_t conn_key, int64_t source)
 {
     for (coc__umsg *u = e->unexp_head, *next; u; u = next) {
@@ -733,7 +853,7 @@ static int via(coc_engine *e, uint32_t src, uint32_t hop, int data)
     return coc__route_pick(&d->route[COC_CLASS_SMALL], e->self, src) == hop;
 }
 
-void coc__lost_conn(coc_engine *e, coc__conn *c)
+void coc__lost_conn(coc_engine *e, coc__conn *c, int failover)
 {
     uint32_t peer = c->peer_id;
     int crashed = c->authed && !c->bye;
@@ -747,14 +867,21 @@ void coc__lost_conn(coc_engine *e, coc__conn *c)
     for (coc_request *r = e->reqs; r; r = r->next) {
         if (atomic_load(&r->state) == COC__REQ_DONE)
             continue;
+        if (failover) {
+            /* its traffic moved to another gateway and is sent again */
+            int32_t other = r->kind == COC__SEND || r->phase == COC__POSTED ? r->peer : r->st.source;
+            if (other == COC_ANY_SOURCE || coc__rel_rerouted(e, (uint32_t)other, peer))
+                continue;
+        }
         if (r == c->rreq) {
             r->busy--;
             fail(e, r, r->st.source, why);
         } else if (r->kind == COC__SEND) {
             if (r->conn_key == c->key)
                 fail(e, r, r->peer, why);
-        } else if (!c->authed) {
-            continue; /* a stranger never fed a receive */
+        } else if (!c->authed && (failover || !c->outgoing || c->err == COC_EAUTH)) {
+            continue; /* a stranger never fed a receive (but a hop that could not be
+                       * reached, the last of some routes, strands the receives from them) */
         } else if (r->phase == COC__POSTED) {
             if (r->peer == COC_ANY_SOURCE ? crashed : ((uint32_t)r->peer == peer || via(e, r->peer, peer, 0)))
                 fail(e, r, r->peer == COC_ANY_SOURCE ? (int32_t)peer : r->peer, COC_EPEERLOST);
@@ -776,6 +903,12 @@ void coc__lost_id(coc_engine *e, uint32_t id, int error)
     if (lost)
         e->stats.peers_lost++;
     coc__log(e, "endpoint %u unreachable (%s, reported by a gateway)", id, coc_strerror(error));
+    coc__fail_peer(e, id, error);
+}
+
+void coc__fail_peer(coc_engine *e, uint32_t id, int error)
+{
+    int lost = error == COC_EPEERLOST;
     coc__notify(e);
     for (coc_request *r = e->reqs; r; r = r->next) {
         if (atomic_load(&r->state) == COC__REQ_DONE)

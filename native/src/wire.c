@@ -73,8 +73,8 @@ int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **wh
     h->rcookie = get64(in + 56);
     if (h->type < COC__EAGER || h->type >= COC__TYPE_LAST)
         BAD("unknown frame type");
-    if (h->flags != 0)
-        BAD("unknown frame flags");
+    if (h->flags & ~(h->type == COC__RTS ? 0x1 : 0))
+        BAD("unknown frame flags"); /* RTS bit 0: answer DONE */
     if (h->source == h->dest)
         BAD("frame source equals destination");
     if (h->len > COC__MAX_PAYLOAD)
@@ -85,7 +85,7 @@ int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **wh
     case COC__EAGER:
         if (h->tag < 0)
             BAD("negative tag");
-        if (h->offset != 0 || h->len != h->total)
+        if (h->len != h->total)
             BAD("eager frame must carry the whole message");
         if (h->scookie || h->rcookie)
             BAD("eager frame with rendezvous handles");
@@ -93,13 +93,13 @@ int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **wh
     case COC__RTS:
         if (h->tag < 0)
             BAD("negative tag");
-        if (h->len || h->offset || !h->scookie || h->rcookie)
+        if (h->len || !h->scookie || h->rcookie)
             BAD("malformed request to send");
         break;
     case COC__CTS:
         if (h->tag < 0)
             BAD("negative tag");
-        if (h->len || h->offset || !h->scookie || !h->rcookie)
+        if (h->len || !h->scookie || !h->rcookie)
             BAD("malformed clear to send");
         break;
     case COC__DATA:
@@ -123,8 +123,19 @@ int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **wh
             BAD("malformed bye frame");
         break;
     case COC__CREDIT:
-        if (h->tag || h->len || h->offset || !h->total || h->scookie || h->rcookie || h->context)
+        if (h->tag || h->len || h->total >= ((uint64_t)1 << 40) || h->scookie || h->rcookie ||
+            h->context)
             BAD("malformed credit frame");
+        break;
+    case COC__PATH:
+    case COC__PING:
+        if (h->tag || h->len || h->offset || h->total || h->scookie || h->rcookie || h->context ||
+            h->seq)
+            BAD(h->type == COC__PATH ? "malformed path frame" : "malformed ping frame");
+        break;
+    case COC__DONE:
+        if (h->tag || h->len || h->total || !h->scookie || h->rcookie || h->context)
+            BAD("malformed done frame");
         break;
     }
     return 0;

@@ -23,7 +23,11 @@ enum coc__frame_type {
     COC__ERROR = 5, /* a gateway reports that `source` became unreachable; with rcookie:
                        `source` reports that the transfer to that handle failed */
     COC__BYE = 6,   /* orderly close of the connection's sender */
-    COC__CREDIT = 7, /* the receiver returns `total` bytes of eager credit (end to end) */
+    COC__CREDIT = 7, /* the receiver's eager credit returned so far, `total` mod 2^40 */
+    COC__PATH = 8,   /* a gateway: frames between you and `source` may have died with a
+                        hop; send again what it has not acknowledged */
+    COC__PING = 9,   /* liveness, one hop: the connection's sender is alive */
+    COC__DONE = 10,  /* rendezvous: the receiver has every byte of the send `scookie` */
     COC__TYPE_LAST
 };
 
@@ -33,7 +37,8 @@ typedef struct coc__hdr {
     int32_t tag;       /* >= 0; ERROR frames carry a negative coc error code */
     uint32_t len;      /* payload bytes that follow this header */
     uint64_t seq;      /* sender's message number towards dest (diagnostics) */
-    uint64_t offset;   /* DATA: where this fragment goes */
+    uint64_t offset;   /* DATA: where this fragment goes; EAGER, RTS, CTS, CREDIT, DONE: the
+                          acknowledgement (next sequence number expected from dest) */
     uint64_t total;    /* EAGER/RTS: message size; CTS/DATA: bytes being transferred;
                           CREDIT: eager credit returned */
     uint64_t scookie;  /* sender's rendezvous handle (RTS, CTS) */

@@ -44,7 +44,7 @@ int main(void)
     x = eager(); x.dest = x.source;               CHECK(!decodes(&x));
     x = eager(); x.tag = -1;                      CHECK(!decodes(&x));
     x = eager(); x.total = 99;                    CHECK(!decodes(&x));
-    x = eager(); x.offset = 1;                    CHECK(!decodes(&x));
+    x = eager(); x.offset = 1;                    CHECK(decodes(&x)); /* an acknowledgement */
     x = eager(); x.scookie = 1;                   CHECK(!decodes(&x));
     x = eager(); x.len = x.total = COC__MAX_PAYLOAD + 1; CHECK(!decodes(&x));
     x = eager(); x.len = x.total = COC__MAX_PAYLOAD;     CHECK(decodes(&x));
@@ -74,9 +74,22 @@ int main(void)
     x.total = 1;                                  CHECK(!decodes(&x));
     x = (coc__hdr){.type = COC__CREDIT, .source = 2, .dest = 1, .total = 4096};
     CHECK(decodes(&x));
-    x.total = 0;                                  CHECK(!decodes(&x));
+    x.total = 0;                                  CHECK(decodes(&x)); /* cumulative, mod 2^40 */
+    x.total = (uint64_t)1 << 40;                  CHECK(!decodes(&x));
     x.total = 1; x.len = 1;                       CHECK(!decodes(&x));
     x.len = 0; x.tag = 3;                         CHECK(!decodes(&x));
+    x = (coc__hdr){.type = COC__RTS, .flags = 1, .source = 1, .dest = 2, .total = 10, .scookie = 1};
+    CHECK(decodes(&x));                           /* answer DONE */
+    x.flags = 2;                                  CHECK(!decodes(&x));
+    x = (coc__hdr){.type = COC__PATH, .source = 2, .dest = 1};
+    CHECK(decodes(&x));
+    x.seq = 1;                                    CHECK(!decodes(&x));
+    x = (coc__hdr){.type = COC__PING, .source = 2, .dest = 1};
+    CHECK(decodes(&x));
+    x.total = 1;                                  CHECK(!decodes(&x));
+    x = (coc__hdr){.type = COC__DONE, .source = 2, .dest = 1, .seq = 4, .offset = 3, .scookie = 9};
+    CHECK(decodes(&x));
+    x.scookie = 0;                                CHECK(!decodes(&x));
     coc__hdr_encode(&h, b);
     b[0] ^= 1;
     CHECK(coc__hdr_decode(b, &back, &why) == COC_EPROTO && why && strstr(why, "magic"));

@@ -85,7 +85,7 @@ def _gateway_pids(agent_pids):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
-def test_a_dead_gateway_daemon_ends_the_job_naming_it(start_coc_run, tmp_path, signum):
+def test_the_only_gateway_dead_ends_the_job_naming_it_and_the_sites(start_coc_run, tmp_path, signum):
     proc = start_coc_run(*_rank_args(tmp_path))
     wait_for_files(tmp_path, 4)
     agents = {json.loads(p.read_text())["agent"] for p in tmp_path.glob("*.json")}
@@ -96,8 +96,10 @@ def test_a_dead_gateway_daemon_ends_the_job_naming_it(start_coc_run, tmp_path, s
     _, err = proc.communicate(timeout=scaled(10))
     assert proc.returncode == 128 + signum
     name = signal.Signals(signum).name
-    assert f"was killed by signal {signum} ({name}) while ranks were running; job stopped" in err
-    assert "coc-run: gateway daemon on host " in err
+    assert f"was killed by signal {signum} ({name}): it was the only gateway between sites a " \
+           f"and b; " in err, err
+    assert "(site a) and " in err and "(site b) cannot reach each other; job stopped" in err
+    assert "coc-run: gateway " in err
     assert_all_gone(pids)
 
 

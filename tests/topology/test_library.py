@@ -13,12 +13,14 @@ from coc.topology.routing import FRAGMENT
 
 LIBRARY = Path(__file__).resolve().parents[2] / "topology"
 FILES = sorted(LIBRARY.glob("*.yaml"))
-NAMES = ("two-sites", "chemnitz-2003", "bunyip", "perseus", "uf-metacluster", "private-pair")
+NAMES = ("two-sites", "two-sites-ha", "chemnitz-2003", "bunyip", "perseus", "uf-metacluster",
+         "private-pair")
 MiB = 1 << 20
 
 # Gateways the validator must name as single points of failure, and nothing else.
 SINGLE_GATEWAYS = {
     "two-sites": {"a-gw", "b-gw"},
+    "two-sites-ha": set(),   # two gateways a side: no single point of failure
     "private-pair": {"fe1", "fe2"},
     "uf-metacluster": {"russell"},
     "chemnitz-2003": set(),  # every node also reaches every other over Fast Ethernet

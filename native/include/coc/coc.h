@@ -129,6 +129,10 @@ typedef struct coc_engine_config {
                                     peers this endpoint may talk to directly and the key it
                                     shares with each; copied. Must be NULL with a secret */
     size_t nkeys;
+    /* -- added after 0.1.0: failover (append only) -- */
+    int32_t liveness_ms;         /* a connection silent this long is dead (quiet ones get
+                                    PING frames); 0: COC_LIVENESS_MS from the environment,
+                                    else 5000; negative: never */
 } coc_engine_config;
 
 /* Zero a config and fill in defaults (no listener, engine defaults). */
@@ -362,6 +366,11 @@ typedef struct coc_stats {
     uint64_t record_plain_received; /* stream bytes taken out of records received */
     uint64_t record_wire_received;  /* bytes of those records on the wire */
     uint64_t records_raw;           /* records sent uncompressed after trying: no gain */
+
+    /* -- added in session 4 too: failover (native/src/reliable.c; append only) -- */
+    uint64_t failovers;             /* gateway connections lost whose routes moved to others */
+    uint64_t frames_resent;         /* sequenced frames (and streams) sent again after a loss */
+    uint64_t duplicates_dropped;    /* sequenced frames dropped: seen already or out of order */
 } coc_stats;
 
 int coc_engine_stats(coc_engine *e, coc_stats *st);
