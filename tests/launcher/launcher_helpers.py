@@ -37,6 +37,20 @@ def recorded_pids(pid_dir):
     return pids
 
 
+def gateway_pids(agents):
+    """Return {agent pid: [pids of the gateway daemons it started]} for ``agents`` (pids)."""
+    found = {agent: [] for agent in agents}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid in found and b"coc.gateway" in cmdline:
+            found[ppid].append(int(stat.parent.name))
+    return found
+
+
 def assert_all_gone(pids, within=10.0):
     """Fail unless every pid in ``pids`` has ended within ``within`` seconds (scaled).
 

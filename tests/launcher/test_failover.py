@@ -19,7 +19,7 @@ from coc import topology
 from coc.launcher.failover import gateway_loss
 from coc.launcher.plan import make_plan
 from hang_bounds import scaled
-from launcher_helpers import wait_for_files
+from launcher_helpers import gateway_pids, wait_for_files
 
 TRAFFIC = Path(__file__).parents[1] / "faults" / "programs" / "traffic.py"
 LIVENESS_MS = "1500"
@@ -35,14 +35,8 @@ def _gateway_pids(agents):
     """Return {site: [pids]} of the gateway daemons children of the site agents
     ``agents`` ({agent pid: site})."""
     found = {site: [] for site in agents.values()}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid in agents and b"coc.gateway" in cmdline:
-            found[agents[ppid]].append(int(stat.parent.name))
+    for agent, pids in gateway_pids(agents).items():
+        found[agents[agent]] += pids
     return found
 
 

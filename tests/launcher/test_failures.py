@@ -6,7 +6,6 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,8 @@ from coc.launcher import spawners
 from coc.launcher.control import Job
 from coc.launcher.output import OutputSink
 from coc.launcher.plan import make_plan
-from launcher_helpers import assert_all_gone, program, recorded_pids, wait_for_files
+from launcher_helpers import (assert_all_gone, gateway_pids, program, recorded_pids,
+                              wait_for_files)
 from hang_bounds import scaled
 
 
@@ -70,26 +70,12 @@ def test_agents_end_their_ranks_when_coc_run_itself_is_killed(start_coc_run, tmp
     assert_all_gone(pids)
 
 
-def _gateway_pids(agent_pids):
-    """Return the pids of gateway daemons whose parent is one of ``agent_pids``."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid in agent_pids and b"coc.gateway" in cmdline:
-            found.append(int(stat.parent.name))
-    return found
-
-
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
 def test_the_only_gateway_dead_ends_the_job_naming_it_and_the_sites(start_coc_run, tmp_path, signum):
     proc = start_coc_run(*_rank_args(tmp_path))
     wait_for_files(tmp_path, 4)
     agents = {json.loads(p.read_text())["agent"] for p in tmp_path.glob("*.json")}
-    gateways = _gateway_pids(agents)
+    gateways = [pid for pids in gateway_pids(agents).values() for pid in pids]
     assert len(gateways) == 2
     pids = recorded_pids(tmp_path) | set(gateways)
     os.kill(gateways[0], signum)
