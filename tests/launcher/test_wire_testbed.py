@@ -21,7 +21,7 @@ import yaml
 from coc.errors import TopologyWarning
 from coc.launcher.plan import make_plan
 from coc.topology import from_dict, load, to_dict
-from hang_bounds import scaled
+from hang_bounds import read_line, scaled
 from launcher_helpers import program
 
 MARKER = "coc-wan-marker-5d1c"
@@ -82,7 +82,7 @@ def _job(bed, wan, tmp):
     cap = bed.popen("a-gw", [sys.executable, "-c", CAPTURE, dev, pcap], stdout=subprocess.PIPE,
                     text=True)
     try:
-        assert cap.stdout.readline().strip() == "capturing"
+        assert read_line(cap, 30).strip() == "capturing"
         out = os.path.join(tmp, "out")
         argv = [sys.executable, "-m", "coc.launcher.cli", "--topology", topo, "--testbed",
                 bed.name, "--host", "a1:1", "--host", "b1:1", "-n", "2", "--output-dir", out,
@@ -93,7 +93,12 @@ def _job(bed, wan, tmp):
         assert done.returncode == 0, done.stderr[-3000:]
     finally:
         cap.send_signal(signal.SIGINT)
-        cap.wait(scaled(30))
+        try:
+            cap.wait(scaled(30))
+        except subprocess.TimeoutExpired:
+            cap.kill()
+            cap.wait()
+        cap.stdout.close()
     for r in range(2):
         assert json.loads(open(os.path.join(out, f"rank.{r}.stdout")).read())["ok"] == len(SIZES)
     stats = json.loads(open(os.path.join(out, "gateway.a-gw.stdout")).read().splitlines()[-1])
