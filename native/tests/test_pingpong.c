@@ -49,7 +49,12 @@ static int exchange(coc_engine *e, uint32_t peer, uint8_t *out, uint8_t *in, siz
     coc_status ss = t_wait(s);
     coc_request_free(r);
     coc_request_free(s);
-    return st.error || ss.error || st.count != n ? -1 : 0;
+    if (st.error || ss.error || st.count != n) {
+        fprintf(stderr, "with endpoint %u, %zu B: receive %s (%llu B), send %s\n", peer, n,
+                coc_strerror(st.error), (unsigned long long)st.count, coc_strerror(ss.error));
+        return -1;
+    }
+    return 0;
 }
 
 static const size_t sizes[] = {8, 1024, 65536, 1 << 20, 4 << 20};
@@ -64,15 +69,17 @@ static uint32_t id_of(int k, int n)
 static void run(const char *label, int tcp_only, int gateways, int simul, int work_us)
 {
     int n = gateways + 2;
-    int pipes[8][2];
+    int pipes[8][2], ready[2];
     for (int k = 0; k < n; k++)
         CHECK(pipe(pipes[k]) == 0);
+    CHECK(pipe(ready) == 0);
     pid_t pids[8] = {0};
     int me = 0;
     for (int k = 1; k < n; k++) {
         pids[k] = fork();
         if (pids[k] == 0) {
             me = k;
+            check_failures = 0; /* a child reports only its own */
             break;
         }
     }
@@ -96,6 +103,19 @@ static void run(const char *label, int tcp_only, int gateways, int simul, int wo
         if (k == me)
             continue;
         t_route(e, id_of(k, n), id_of(k < me ? me - 1 : me + 1, n));
+    }
+    /* nobody sends before every process knows its routes (a gateway asked to forward
+     * before it knows the destination answers "no route", as it should); the parent
+     * hears every child's ready byte, then lets the far endpoint go */
+    if (me > 0)
+        CHECK(write(ready[1], "r", 1) == 1);
+    char byte;
+    if (me == 0) {
+        for (int k = 1; k < n; k++)
+            CHECK(read(ready[0], &byte, 1) == 1);
+        CHECK(write(pipes[n - 1][1], "g", 1) == 1);
+    } else if (me == n - 1) {
+        CHECK(read(pipes[me][0], &byte, 1) == 1);
     }
     int reps_small = iters();
     double *lat = calloc((size_t)reps_small, sizeof *lat);
@@ -128,16 +148,18 @@ static void run(const char *label, int tcp_only, int gateways, int simul, int wo
     }
     if (me > 0) {
         /* endpoint 2 and gateways wait for the parent's word to close */
-        char bye;
-        if (read(pipes[me][0], &bye, 1) != 1)
-            check_failures++;
+        CHECK(read(pipes[me][0], &byte, 1) == 1);
         coc_engine_close(e);
+        if (check_failures)
+            fprintf(stderr, "%s: process %d (engine %u): %d check(s) failed\n", label, me, self,
+                    check_failures);
         _exit(check_failures ? 1 : 0);
     }
-    for (int k = 1; k < n; k++)
-        CHECK(write(pipes[k][1], "x", 1) == 1);
-    for (int k = 1; k < n; k++) {
+    /* the far endpoint first: its last send may still be completing through the
+     * gateways, which must not close under it */
+    for (int k = n - 1; k >= 1; k--) {
         int status = 0;
+        CHECK(write(pipes[k][1], "x", 1) == 1);
         CHECK(waitpid(pids[k], &status, 0) == pids[k] && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
     coc_engine_close(e);
@@ -148,6 +170,8 @@ static void run(const char *label, int tcp_only, int gateways, int simul, int wo
         close(pipes[k][0]);
         close(pipes[k][1]);
     }
+    close(ready[0]);
+    close(ready[1]);
 }
 
 int main(void)
