@@ -64,6 +64,7 @@ cdef extern from "coc/coc.h" nogil:
         const coc_peer_key *keys
         size_t nkeys
         int32_t liveness_ms
+        size_t shm_ring
 
     void coc_engine_config_init(coc_engine_config *cfg)
     int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)

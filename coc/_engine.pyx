@@ -22,6 +22,7 @@ from posix.unistd cimport getpid
 
 cimport coc._cengine as c
 
+import os
 import time
 import warnings
 
@@ -92,6 +93,41 @@ def raise_for(int rc, str context=None):
 def version():
     """Return the native engine's version string."""
     return c.coc_version().decode()
+
+
+cdef long _env_int(str name, int base):
+    """The integer in environment variable `name` (C's strtol `base`), or 0 when unset."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return 0
+    try:
+        return int(text, base)
+    except ValueError:
+        raise _errors.EngineValueError(
+            f"environment variable {name}={text!r} is not an integer") from None
+
+
+cdef int _env_knobs(c.coc_engine_config *cfg) except -1:
+    """Fill the engine knobs users set through the environment (the C library reads none):
+    COC_SHM=0/1 overrides the shared-memory flags, COC_SHM_RING gives the ring bytes per
+    direction, COC_LIVENESS_MS the liveness timeout, COC_SPIN_NS overrides spin_ns (for
+    measuring). docs/engine.md lists them."""
+    shm = os.environ.get("COC_SHM", "")
+    if shm:
+        cfg.flags &= ~<uint32_t>(c.COC_ENGINE_SHM | c.COC_ENGINE_NO_SHM)
+        cfg.flags |= c.COC_ENGINE_NO_SHM if shm == "0" else c.COC_ENGINE_SHM
+    ring = _env_int("COC_SHM_RING", 0)
+    if ring:
+        if ring < 4096 or ring > (64 << 20) or ring & (ring - 1):
+            raise _errors.EngineValueError(
+                f"environment variable COC_SHM_RING={ring}: the ring size must be a power "
+                "of two from 4096 to 67108864 bytes")
+        cfg.shm_ring = ring
+    if not cfg.liveness_ms:
+        cfg.liveness_ms = _env_int("COC_LIVENESS_MS", 0)
+    if os.environ.get("COC_SPIN_NS", "").strip():
+        cfg.spin_ns = _env_int("COC_SPIN_NS", 10)
+    return 0
 
 
 cdef const unsigned char[::1] _secret_bytes(object secret, object who) except *:
@@ -502,7 +538,8 @@ cdef class Engine:
     shm : bool, optional
         Talk to same-host peers through shared memory (True) or their unix socket only
         (False); None keeps the engine's default (shared memory). ``COC_SHM`` in the
-        environment overrides both.
+        environment overrides both (the binding reads the environment, the C library
+        does not: COC_SHM, COC_SHM_RING, COC_LIVENESS_MS, COC_SPIN_NS).
     """
     cdef c.coc_engine *_e
     cdef int _pid
@@ -553,6 +590,7 @@ cdef class Engine:
         if shm is not None:
             cfg.flags |= c.COC_ENGINE_SHM if shm else c.COC_ENGINE_NO_SHM
         cfg.handshake_timeout_ms, cfg.spin_ns = handshake_timeout_ms, spin_ns
+        _env_knobs(&cfg)
         with nogil:
             rc = c.coc_engine_open(&cfg, &e)
         if rc in (-EADDRINUSE, -EACCES) and (port_min or port_max):

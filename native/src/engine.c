@@ -358,24 +358,25 @@ static void engine_free(coc_engine *e)
     free(e);
 }
 
-/* Ring bytes per direction this engine offers same-host peers (0: none): the flags, then
- * the environment (COC_SHM=0/1, COC_SHM_RING=bytes, a power of two) decide. A gateway
- * does not offer (it accepts what endpoints offer). */
-static size_t shm_ring(uint32_t flags, int forward)
+/* Ring bytes per direction this engine offers same-host peers (0: none): shared memory
+ * unless the flags say COC_ENGINE_NO_SHM (COC_ENGINE_SHM asks for the default), rings of
+ * cfg->shm_ring bytes or the default. A gateway does not offer (it accepts what endpoints
+ * offer). */
+static size_t shm_ring(const coc_engine_config *cfg, int forward)
 {
     int on = DEFAULT_SHM;
-    if (flags & COC_ENGINE_SHM)
+    if (cfg->flags & COC_ENGINE_SHM)
         on = 1;
-    if (flags & COC_ENGINE_NO_SHM)
+    if (cfg->flags & COC_ENGINE_NO_SHM)
         on = 0;
-    const char *env = getenv("COC_SHM");
-    if (env && *env)
-        on = strcmp(env, "0") != 0;
-    const char *size = getenv("COC_SHM_RING");
-    unsigned long long bytes = size && *size ? strtoull(size, NULL, 0) : COC__SHM_RING_DEFAULT;
-    if (bytes < COC__SHM_RING_MIN || bytes > COC__SHM_RING_MAX || (bytes & (bytes - 1)))
-        bytes = COC__SHM_RING_DEFAULT;
-    return on && !forward ? (size_t)bytes : 0;
+    size_t bytes = cfg->shm_ring ? cfg->shm_ring : COC__SHM_RING_DEFAULT;
+    return on && !forward ? bytes : 0;
+}
+
+/* A ring size is 0 (the default) or a power of two within the shm.h bounds. */
+static int shm_ring_valid(size_t bytes)
+{
+    return !bytes || (bytes >= COC__SHM_RING_MIN && bytes <= COC__SHM_RING_MAX && !(bytes & (bytes - 1)));
 }
 
 static int key_order(const void *a, const void *b)
@@ -398,12 +399,9 @@ static int identity_valid(const coc_engine_config *cfg)
     return 1;
 }
 
-/* The liveness timeout (reliable.c): the config, else COC_LIVENESS_MS, else 5 s; <0: off. */
+/* The liveness timeout (reliable.c): the config, else 5 s; <0: off. */
 static uint64_t liveness_ns(int32_t ms)
 {
-    const char *env = getenv("COC_LIVENESS_MS");
-    if (!ms && env && *env)
-        ms = (int32_t)strtol(env, NULL, 0);
     if (!ms)
         ms = DEFAULT_LIVENESS_MS;
     return ms < 0 ? 0 : (uint64_t)ms * 1000000u;
@@ -412,7 +410,7 @@ static uint64_t liveness_ns(int32_t ms)
 int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
 {
     if (!cfg || !out || !identity_valid(cfg) || cfg->fragment_size > COC__MAX_PAYLOAD ||
-        cfg->eager_limit > COC__MAX_PAYLOAD)
+        cfg->eager_limit > COC__MAX_PAYLOAD || !shm_ring_valid(cfg->shm_ring))
         return COC_EINVAL;
     coc_engine *e = calloc(1, sizeof *e);
     if (!e)
@@ -450,16 +448,13 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
         e->cfg.forward_window = COC__DEFAULT_WINDOW;
     if (!e->cfg.handshake_timeout_ms)
         e->cfg.handshake_timeout_ms = COC__DEFAULT_HANDSHAKE_MS;
-    const char *spin_env = getenv("COC_SPIN_NS"); /* overrides the config, for measuring */
-    if (spin_env && *spin_env)
-        e->cfg.spin_ns = (int32_t)strtol(spin_env, NULL, 10);
     if (!e->cfg.spin_ns)
         e->cfg.spin_ns = DEFAULT_SPIN_NS;
     atomic_store(&e->spin_budget, e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0);
     e->liveness_ns = liveness_ns(e->cfg.liveness_ms);
     e->self = cfg->self_id;
     e->forward = (cfg->flags & COC_ENGINE_FORWARD) != 0;
-    e->shm_ring = shm_ring(cfg->flags, e->forward);
+    e->shm_ring = shm_ring(cfg, e->forward);
     e->ofd = e->pfd = e->wfd = e->nfd = e->tfd = e->reserve_fd = e->tcp_fd = e->unix_fd = -1;
     e->load_fd = -1;
     pthread_mutex_init(&e->plock, NULL);

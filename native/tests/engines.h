@@ -12,6 +12,8 @@
 #define T_SECOND 1000000000LL
 static const uint8_t t_secret[] = "0123456789abcdef-test-secret";
 static uint32_t t_handshake_ms; /* 0: the engine's default */
+static uint32_t t_shm_flags;    /* added to every engine's flags: COC_ENGINE_SHM / _NO_SHM */
+static size_t t_shm_ring;       /* ring bytes per direction; 0: the engine's default */
 
 /* Open an engine with id `id`; listen on TCP loopback when tcp is set. */
 static inline coc_engine *t_open(uint32_t id, uint32_t flags, int tcp, size_t eager, size_t fragment,
@@ -24,7 +26,8 @@ static inline coc_engine *t_open(uint32_t id, uint32_t flags, int tcp, size_t ea
     cfg.secret = t_secret;
     cfg.secret_len = sizeof t_secret - 1;
     cfg.listen_host = tcp ? "127.0.0.1" : NULL;
-    cfg.flags = flags;
+    cfg.flags = flags | t_shm_flags;
+    cfg.shm_ring = t_shm_ring;
     cfg.eager_limit = eager;
     cfg.fragment_size = fragment;
     cfg.forward_window = window;

@@ -162,8 +162,31 @@ static void pair_roundtrip(int tcp_only)
     CHECK_RC(coc_engine_close(b));
 }
 
+/* The ring size comes from the config only (the library reads no environment): 0 or a
+ * power of two within 4 KiB..64 MiB, anything else refused. */
+static void shm_ring_config(void)
+{
+    size_t bad[] = {3000, 65537, 2048, (size_t)128 << 20}, good[] = {4096, 65536, (size_t)64 << 20};
+    coc_engine_config cfg;
+    coc_engine *e = NULL;
+    coc_engine_config_init(&cfg);
+    cfg.self_id = 1;
+    cfg.secret = t_secret;
+    cfg.secret_len = sizeof t_secret - 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cfg.shm_ring = bad[i];
+        CHECK(coc_engine_open(&cfg, &e) == COC_EINVAL);
+    }
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        cfg.shm_ring = good[i];
+        CHECK_RC(coc_engine_open(&cfg, &e));
+        CHECK_RC(coc_engine_close(e));
+    }
+}
+
 int main(void)
 {
+    shm_ring_config();
     pair_roundtrip(1); /* TCP loopback */
     pair_roundtrip(0); /* unix socket (same host) */
     CHECK_DONE();

@@ -45,8 +45,8 @@ static void endpoint_main(child *ch, uint32_t id, uint32_t gw, enum transport t)
     char gw_addr[256], addr[256];
     if (read(ch->to[0], gw_addr, sizeof gw_addr) != sizeof gw_addr)
         _exit(2);
-    setenv("COC_SHM", t == SHM ? "1" : "0", 1);
-    setenv("COC_SHM_RING", "65536", 1);
+    t_shm_flags = t == SHM ? COC_ENGINE_SHM : COC_ENGINE_NO_SHM;
+    t_shm_ring = 65536;
     coc_engine *e = t_open(id, 0, t == TCP, 0, FRAG, 0);
     coc_engine_address(e, addr, sizeof addr);
     if (t == TCP)

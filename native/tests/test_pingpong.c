@@ -177,21 +177,17 @@ static void run(const char *label, int tcp_only, int gateways, int simul, int wo
 int main(void)
 {
     run("tcp", 1, 0, 0, 0);
-    const char *shm = getenv("COC_SHM");
-    setenv("COC_SHM", "0", 1);
+    t_shm_flags = COC_ENGINE_NO_SHM;
     run("unix", 0, 0, 0, 0);
     run("unix xchg", 0, 0, 1, 0);   /* time per exchange, not half round trip */
     run("unix w=10", 0, 0, 0, 10);  /* echo side busy 10 us before replying (incl.) */
     run("unix w=20", 0, 0, 0, 20);
-    setenv("COC_SHM", "1", 1);
+    t_shm_flags = COC_ENGINE_SHM;
     run("shm", 0, 0, 0, 0);
     run("shm xchg", 0, 0, 1, 0);
     run("shm w=10", 0, 0, 0, 10);
     run("shm w=20", 0, 0, 0, 20);
-    if (shm)
-        setenv("COC_SHM", shm, 1);
-    else
-        unsetenv("COC_SHM");
+    t_shm_flags = 0;
     run("shm 1 gw", 0, 1, 0, 0);    /* endpoints offer shm to the gateway, it does not */
     run("tcp 1 gw", 1, 1, 0, 0);
     run("tcp 2 gw", 1, 2, 0, 0);

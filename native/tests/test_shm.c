@@ -248,11 +248,11 @@ static void pingpong(size_t ring_size)
  * it, large rendezvous messages both ways at once, the shm log line, and a peer's close. */
 static void test_engines(void)
 {
-    setenv("COC_SHM", "1", 1);
-    setenv("COC_SHM_RING", "65536", 1);
+    t_shm_flags = COC_ENGINE_SHM;
+    t_shm_ring = 65536;
     coc_engine *a = t_open(1, 0, 0, 0, 0, 0), *b = t_open(2, 0, 0, 0, 0, 0);
-    unsetenv("COC_SHM");
-    unsetenv("COC_SHM_RING");
+    t_shm_flags = 0;
+    t_shm_ring = 0;
     t_know(a, 2, b, 0);
     t_know(b, 1, a, 0);
     t_route(a, 2, 2);

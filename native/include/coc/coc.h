@@ -103,9 +103,10 @@ int coc_pair_key(const uint8_t *secret, size_t secret_len, uint32_t a, uint32_t 
 /* Engine flags (coc_engine_config.flags). */
 #define COC_ENGINE_FORWARD 0x1 /* forward frames addressed to other endpoints (gateway) */
 /* Same-host peers (unix-socket addresses) talk through shared-memory rings set up over the
- * authenticated socket, by default; the environment variable COC_SHM=0/1 overrides both
- * flags and COC_SHM_RING sets the ring size per direction (bytes, power of two, default
- * 1 MiB). A gateway never offers shared memory (it accepts an endpoint's offer). */
+ * authenticated socket, by default; shm_ring (below) sets the ring size per direction. A
+ * gateway never offers shared memory (it accepts an endpoint's offer). The library reads
+ * no environment: the Python binding maps COC_SHM=0/1 onto these flags and COC_SHM_RING
+ * onto shm_ring. */
 #define COC_ENGINE_SHM 0x2     /* use shared memory with same-host peers (the default) */
 #define COC_ENGINE_NO_SHM 0x4  /* never: the unix socket only */
 
@@ -123,7 +124,8 @@ typedef struct coc_engine_config {
     uint32_t handshake_timeout_ms; /* a connection not authenticated by then is dropped; 0: 10 s */
     int32_t spin_ns;             /* coc_wait/coc_probe poll at most this long before
                                     sleeping (docs/engine.md, "Waiting"); 0: default
-                                    (200 us), negative: never spin */
+                                    (200 us), negative: never spin (the binding lets
+                                    COC_SPIN_NS override it) */
     /* -- added after 0.1.0: endpoint identity (append only) -- */
     const coc_peer_key *keys;    /* instead of a secret (secret NULL, secret_len 0): the
                                     peers this endpoint may talk to directly and the key it
@@ -131,8 +133,12 @@ typedef struct coc_engine_config {
     size_t nkeys;
     /* -- added after 0.1.0: failover (append only) -- */
     int32_t liveness_ms;         /* a connection silent this long is dead (quiet ones get
-                                    PING frames); 0: COC_LIVENESS_MS from the environment,
-                                    else 5000; negative: never */
+                                    PING frames); 0: 5000; negative: never (the binding
+                                    fills it from COC_LIVENESS_MS when not given) */
+    /* -- added in session 5: knobs that were environment variables (append only) -- */
+    size_t shm_ring;             /* shared-memory ring bytes per direction offered to
+                                    same-host peers: a power of two, 4 KiB..64 MiB; 0: 1 MiB
+                                    (the binding fills it from COC_SHM_RING) */
 } coc_engine_config;
 
 /* Zero a config and fill in defaults (no listener, engine defaults). */
