@@ -319,7 +319,17 @@ void coc__log(coc_engine *e, const char *fmt, ...) __attribute__((format(printf,
 void coc__complete(coc_engine *e, coc_request *r, int error); /* under lock */
 void coc__wake(coc_engine *e);                                /* poke the progress thread */
 void coc__notify(coc_engine *e);                              /* make coc_engine_fd readable */
+
+/* progress.c */
 int coc__progress(coc_engine *e, int timeout_ms);             /* under plock */
+void *coc__progress_main(void *arg);                          /* the progress thread */
+void coc__drain(int fd);                                      /* empty an eventfd/timerfd */
+/* plock: the progress thread is about to sleep: ask writers to our rings for doorbells
+ * unless a thread spins; 1 when data came meanwhile (do not sleep) */
+int coc__going_idle(coc_engine *e);
+
+/* wait.c: how waits ended, indexes of e->waits (coc_engine_stats) */
+enum { COC__WAIT_AT_ONCE, COC__WAIT_SPUN, COC__WAIT_POLLED, COC__WAIT_SLEPT };
 
 /* conn.c (send side under lock; receive side under plock) */
 coc__conn *coc__conn_get(coc_engine *e, uint64_t key);

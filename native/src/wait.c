@@ -1,0 +1,382 @@
+/*
+ * wait.c — waiting for requests and probes (coc_wait, coc_test, coc_probe, coc_iprobe),
+ * cancelling and freeing requests.
+ *
+ * Waiting that fits the machine (issue 17; docs/engine.md, "Waiting"). A wait spins only
+ * while every runnable thread of the machine has a core (cores_free: /proc/loadavg's
+ * running count against the cores online, looked up once a millisecond): a spin on a
+ * taken core delays the thread that has the work. It spins for the engine's adaptive
+ * budget, which follows twice the recent waits that ended while spinning, the cap
+ * (spin_ns) after waits that blocked but ended within it (they hold a wake-up: learning
+ * 0 from them locked two ranks into blocking), and decays when waits run longer than the
+ * cap; a yield that ran other work ends the spin. After the spin, a waiter that finds no
+ * other thread progressing blocks in the sockets' poller itself, as a byte relay blocks
+ * in epoll_wait: when the message comes, the thread that wants it is the one woken, one
+ * wake-up instead of two (the progress thread's, then the futex's). Otherwise it sleeps
+ * on the futex as before.
+ */
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "poller.h"
+
+#define SPIN_MIN_NS 2000       /* the adaptive spin budget never drops below this */
+#define YIELD_TAKEN_NS 10000   /* a sched_yield that took this long ran another thread */
+#define LOAD_CHECK_NS 1000000  /* how often waits look whether the machine has a core free */
+#define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
+
+/* A thread starts or stops polling pfd (and the rings) itself: the progress thread need
+ * not wake for it, and writers to our rings need not ring while it spins. When the last
+ * spinner stops, the doorbells are asked for again (and what came meanwhile is read). */
+static void spinning(coc_engine *e, int on)
+{
+    pthread_mutex_lock(&e->spin_lock);
+    int edge = on ? e->spinners++ == 0 : --e->spinners == 0;
+    if (edge)
+        coc__poll_mod(e->ofd, e->pfd, on ? 0 : COC__POLL_IN, COC__KEY_INNER);
+    pthread_mutex_unlock(&e->spin_lock);
+    if (!edge || !e->shm)
+        return;
+    /* never wait for the token here: whoever holds it (the progress thread, a poke) asks
+     * for doorbells itself before letting go, unless it looked while we still spun, so
+     * then the progress thread is woken to look again */
+    if (pthread_mutex_trylock(&e->plock) != 0) {
+        if (!on)
+            coc__wake(e);
+        return;
+    }
+    if (on)
+        coc__conn_rings_idle(e, 0);
+    else if (coc__going_idle(e))
+        coc__wake(e); /* data came as we stopped: the progress thread takes it */
+    pthread_mutex_unlock(&e->plock);
+}
+
+/* ---- requests ------------------------------------------------------------------------------ */
+
+static int done(coc_request *r, coc_status *st)
+{
+    if (atomic_load_explicit(&r->state, memory_order_acquire) != COC__REQ_DONE)
+        return 0;
+    if (st)
+        *st = r->st;
+    return 1;
+}
+
+/* One non-blocking look at the sockets, if no other thread is doing it. Reading a ring
+ * may have used up its doorbell request (or a new connection's ring has none yet) while
+ * the progress thread sleeps: ask for doorbells again before leaving. */
+static void poke(coc_engine *e)
+{
+    if (pthread_mutex_trylock(&e->plock) == 0) {
+        coc__progress(e, 0);
+        if (coc__going_idle(e))
+            coc__wake(e);
+        pthread_mutex_unlock(&e->plock);
+    }
+}
+
+/* What a spinning caller waits for: a request done, or a probe that found a message. */
+typedef struct spin_goal {
+    coc_request *r;
+    int32_t source, tag;
+    uint32_t context;
+    coc_status *st;
+} spin_goal;
+
+static int goal_met(coc_engine *e, spin_goal *g)
+{
+    if (g->r) {
+        poke(e);
+        return done(g->r, g->st);
+    }
+    return coc_iprobe(e, g->source, g->context, g->tag, g->st);
+}
+
+/* Spin for up to `budget` ns (not past deadline), polling the sockets ourselves and
+ * yielding the CPU in between; returns what goal_met last said (> 0: met, < 0: error).
+ * A yield that took long ran another thread on this CPU: if the goal is still not met
+ * then, that thread was not the peer bringing it (pinned ping-pong: the peer runs in our
+ * yield and answers), so this core is wanted by other work: stop spinning at once, tell
+ * the caller (*contended), and leave the CPU to that work. */
+static int spin(coc_engine *e, uint64_t start, uint64_t budget, uint64_t deadline, spin_goal *g,
+                int *contended)
+{
+    uint64_t until = start + budget;
+    int rc = 0;
+    if (start >= until || start >= deadline)
+        return 0;
+    spinning(e, 1);
+    for (uint64_t now = start; now < until && now < deadline; now = coc__now_ns()) {
+        if ((rc = goal_met(e, g)) != 0)
+            break;
+        uint64_t before = coc__now_ns();
+        sched_yield(); /* a peer sharing this CPU gets to run (pinned runs, busy machines) */
+        if (coc__now_ns() - before > YIELD_TAKEN_NS && (rc = goal_met(e, g)) == 0) {
+            *contended = 1;
+            break;
+        }
+        if (rc)
+            break;
+    }
+    spinning(e, 0);
+    atomic_fetch_add_explicit(&e->spun_ns, coc__now_ns() - start, memory_order_relaxed);
+    return rc;
+}
+
+/* Count how a wait ended (COC__WAIT_*), for coc_engine_stats: which waits paid a wake-up. */
+static void count_wait(coc_engine *e, int how)
+{
+    atomic_fetch_add_explicit(&e->waits[how], 1, memory_order_relaxed);
+}
+
+/* The spin budget learns from a wait that took `waited` ns (UINT64_MAX: did not end),
+ * `spun` whether it ended while spinning. Several threads may update it; a lost update
+ * only delays the learning. See docs/engine.md, "Waiting":
+ * - it moves a quarter of the way to twice the wait when the wait ended while spinning;
+ * - to the cap (spin_ns) when the wait blocked but ended within the cap: the message
+ *   came in time to be caught by spinning, had this waiter and the peer both still spun
+ *   (a wait that blocked holds a wake-up, 45-55 us across this machine's cores, and
+ *   learning from it alone locks two ranks into blocking for every message);
+ * - towards 0 when it took longer than the cap (gateways, a peer that computes);
+ * bounded by [SPIN_MIN_NS, spin_ns]. */
+static void learn(coc_engine *e, uint64_t waited, int spun)
+{
+    int64_t cap = e->cfg.spin_ns;
+    if (cap <= 0)
+        return;
+    int64_t target = waited > (uint64_t)cap ? 0 : spun ? 2 * (int64_t)waited : cap;
+    int64_t b = atomic_load_explicit(&e->spin_budget, memory_order_relaxed);
+    b = (3 * b + target) / 4;
+    if (b < SPIN_MIN_NS)
+        b = SPIN_MIN_NS < cap ? SPIN_MIN_NS : cap;
+    if (b > cap)
+        b = cap;
+    atomic_store_explicit(&e->spin_budget, b, memory_order_relaxed);
+}
+
+/* Whether every runnable thread of the machine has a core of its own, looked up at most
+ * every LOAD_CHECK_NS (the running count of /proc/loadavg, this thread included, against
+ * the cores online). Without /proc/loadavg, waits spin as if a core were free. */
+static int cores_free(coc_engine *e, uint64_t now)
+{
+    if (now - atomic_load_explicit(&e->load_at, memory_order_relaxed) < LOAD_CHECK_NS)
+        return !atomic_load_explicit(&e->cores_taken, memory_order_relaxed);
+    atomic_store_explicit(&e->load_at, now, memory_order_relaxed);
+    char buf[128];
+    ssize_t n = e->load_fd >= 0 ? pread(e->load_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0)
+        return 1;
+    buf[n] = '\0';
+    char *slash = strchr(buf, '/');
+    if (!slash)
+        return 1;
+    char *p = slash;
+    while (p > buf && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    long running = strtol(p, NULL, 10);
+    int taken = running > e->ncores;
+    atomic_store_explicit(&e->cores_taken, taken, memory_order_relaxed);
+    return !taken;
+}
+
+/* The spin budget of a wait starting at `now`: none while more threads want to run than
+ * the machine has cores (spinning then takes a core from one of them, and a rank that
+ * spun loses its place to them when it blocks after all), else the learnt one. */
+static uint64_t spin_budget(coc_engine *e, uint64_t now)
+{
+    if (e->cfg.spin_ns <= 0 || !cores_free(e, now)) {
+        atomic_fetch_add_explicit(&e->waits_unspun, 1, memory_order_relaxed);
+        return 0;
+    }
+    return (uint64_t)atomic_load_explicit(&e->spin_budget, memory_order_relaxed);
+}
+
+/* Wait for g->r blocked in the sockets' poller ourselves, if no other thread progresses
+ * (1: done, 0: not possible now, COC_ETIMEDOUT). While we hold the token and count as a
+ * spinner, the progress thread is not woken for socket events: every frame wakes us, and
+ * we handle all of them (other threads' requests complete as usual). Shared-memory rings
+ * are asked for doorbells first, as the progress thread does before it sleeps. */
+static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
+{
+    if (e->forward)
+        return 0; /* a gateway's progress thread waits on the sockets itself */
+    spinning(e, 1);
+    if (pthread_mutex_trylock(&e->plock) != 0) {
+        spinning(e, 0);
+        return 0;
+    }
+    int rc;
+    coc__progress(e, 0);
+    for (;;) {
+        if (done(g->r, g->st)) {
+            rc = 1;
+            break;
+        }
+        uint64_t now = coc__now_ns();
+        if (now >= deadline) {
+            rc = COC_ETIMEDOUT;
+            break;
+        }
+        if (e->shm && coc__conn_rings_idle(e, 1)) {
+            coc__progress(e, 0); /* data came as we asked for doorbells */
+            continue;
+        }
+        uint64_t left_ms = (deadline - now + 999999u) / 1000000u;
+        coc__progress(e, left_ms < BLOCK_SLICE_MS ? (int)left_ms : BLOCK_SLICE_MS);
+    }
+    pthread_mutex_unlock(&e->plock);
+    spinning(e, 0);
+    return rc;
+}
+
+int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
+{
+    if (!r)
+        return COC_EINVAL;
+    coc_engine *e = r->e;
+    if (timeout_ns == 0) {
+        /* a look, not a wait (the binding's post-and-look-once): it neither spins nor
+         * teaches the spin budget, which would learn "did not end" from every look */
+        if (!done(r, st))
+            poke(e);
+        return done(r, st) ? 0 : COC_ETIMEDOUT;
+    }
+    if (done(r, st)) {
+        count_wait(e, COC__WAIT_AT_ONCE);
+        return 0;
+    }
+    uint64_t start = coc__now_ns();
+    uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
+    spin_goal g = {.r = r, .st = st};
+    int busy = 0;
+    if (spin(e, start, spin_budget(e, start), deadline, &g, &busy)) {
+        count_wait(e, COC__WAIT_SPUN);
+        learn(e, coc__now_ns() - start, 1);
+        return 0;
+    }
+    if (busy)
+        atomic_fetch_add_explicit(&e->waits_contended, 1, memory_order_relaxed);
+    int rc = block_in_poller(e, &g, deadline);
+    if (rc != 0) {
+        if (rc > 0)
+            count_wait(e, COC__WAIT_POLLED);
+        learn(e, rc > 0 ? coc__now_ns() - start : UINT64_MAX, 0);
+        return rc > 0 ? 0 : rc;
+    }
+    for (;;) {
+        if (done(r, st)) {
+            count_wait(e, COC__WAIT_SLEPT);
+            learn(e, coc__now_ns() - start, 0);
+            return 0;
+        }
+        uint64_t now = coc__now_ns();
+        if (now >= deadline) {
+            learn(e, UINT64_MAX, 0);
+            return COC_ETIMEDOUT;
+        }
+        uint64_t left = deadline - now;
+        if (left > 1000000000u)
+            left = 1000000000u;
+        struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
+        int expected = COC__REQ_PENDING;
+        atomic_compare_exchange_strong(&r->state, &expected, COC__REQ_SLEEPER);
+        if (expected == COC__REQ_DONE)
+            continue;
+        syscall(SYS_futex, &r->state, FUTEX_WAIT_PRIVATE, COC__REQ_SLEEPER, &ts, NULL, 0);
+    }
+}
+
+int coc_test(coc_request *r, coc_status *st)
+{
+    if (!r)
+        return COC_EINVAL;
+    if (done(r, st))
+        return 1;
+    poke(r->e);
+    return done(r, st);
+}
+
+int coc_cancel(coc_request *r)
+{
+    if (!r)
+        return COC_EINVAL;
+    coc_engine *e = r->e;
+    int rc = COC_EINVAL;
+    pthread_mutex_lock(&e->lock);
+    if (r->kind == COC__RECV && r->phase == COC__POSTED && atomic_load(&r->state) != COC__REQ_DONE) {
+        coc__posted_remove(e, r);
+        coc__complete(e, r, COC_ECANCELED);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+int coc_request_free(coc_request *r)
+{
+    if (!r)
+        return 0;
+    coc_engine *e = r->e;
+    int rc = 0;
+    pthread_mutex_lock(&e->lock);
+    if (atomic_load(&r->state) != COC__REQ_DONE) {
+        if (r->kind == COC__RECV && r->phase == COC__POSTED)
+            coc__posted_remove(e, r);
+        else
+            rc = COC_EINVAL;
+    }
+    if (rc == 0)
+        coc__request_release(e, r);
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+int coc_iprobe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st)
+{
+    if (!e || source < COC_ANY_SOURCE || tag < COC_ANY_TAG)
+        return COC_EINVAL;
+    poke(e);
+    pthread_mutex_lock(&e->lock);
+    int rc = coc__probe_locked(e, source, context, tag, st);
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+int coc_probe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, int64_t timeout_ns,
+              coc_status *st)
+{
+    if (!e || source < COC_ANY_SOURCE || tag < COC_ANY_TAG)
+        return COC_EINVAL;
+    uint64_t start = coc__now_ns();
+    uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
+    spin_goal g = {.source = source, .context = context, .tag = tag, .st = st};
+    int busy = 0;
+    int found = spin(e, start, spin_budget(e, start), deadline, &g, &busy);
+    if (found)
+        return found;
+    pthread_mutex_lock(&e->lock);
+    int rc;
+    e->probe_waiters++;
+    while ((rc = coc__probe_locked(e, source, context, tag, st)) == 0) {
+        uint64_t now = coc__now_ns();
+        if (now >= deadline) {
+            rc = COC_ETIMEDOUT;
+            break;
+        }
+        uint64_t until = deadline - now > 100000000u ? now + 100000000u : deadline;
+        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+        pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+    }
+    e->probe_waiters--;
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
