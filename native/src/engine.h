@@ -1,7 +1,10 @@
 /*
- * engine.h — the engine's internal structures, shared by engine.c (API, progress thread,
- * requests), conn.c (connections: reading, writing), handshake.c (their first bytes),
- * match.c (queues), protocol.c (eager/rendezvous and failures) and forward.c (gateway mode).
+ * engine.h — the engine's internal structures, shared by its files: engine.c (life cycle,
+ * completion, stats, log), progress.c (the progress thread), wait.c (coc_wait and
+ * friends), peers.c (addresses, peers, routes), conn.c, conn_rx.c and conn_tx.c (a
+ * connection: set-up and end, reading, writing), handshake.c (its first bytes), match.c
+ * (queues), protocol.c (eager/rendezvous and failures), reliable.c (failover) and
+ * forward.c (gateway mode).
  *
  * Locks. Two mutexes, always taken in this order:
  *   plock — "the progress token": whoever holds it reads sockets and parses frames (the
@@ -331,7 +334,7 @@ int coc__going_idle(coc_engine *e);
 /* wait.c: how waits ended, indexes of e->waits (coc_engine_stats) */
 enum { COC__WAIT_AT_ONCE, COC__WAIT_SPUN, COC__WAIT_POLLED, COC__WAIT_SLEPT };
 
-/* conn.c (send side under lock; receive side under plock) */
+/* conn.c, conn_rx.c, conn_tx.c (send side under lock; receive side under plock) */
 coc__conn *coc__conn_get(coc_engine *e, uint64_t key);
 coc__conn *coc__conn_to(coc_engine *e, uint32_t hop, int *rc);      /* connect if needed */
 int coc__conn_accept(coc_engine *e, int lfd, int unix_);             /* plock + lock */

@@ -1,0 +1,384 @@
+/*
+ * conn_tx.c — a connection's send path (under e->lock): queueing frames and forwarded
+ * items, writing the queue in batches to the socket, the shared-memory ring or the record
+ * layer (tx_bytes), corking a gateway's forwarded frames, and emulated delay.
+ *
+ * Writing batches queued frames into one sendmsg. A caller whose frame finds the queue
+ * empty writes it itself (coc__conn_send), so a small message leaves without waking the
+ * progress thread.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <sys/uio.h>
+
+#include "conn.h"
+
+#define IOV_MAX_BATCH 16
+
+static void arm_timer(coc_engine *e, uint64_t due)
+{
+    if (e->timer_due && e->timer_due <= due)
+        return;
+    struct itimerspec its = {.it_value = {.tv_sec = (time_t)(due / 1000000000u),
+                                          .tv_nsec = (long)(due % 1000000000u)}};
+    timerfd_settime(e->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    e->timer_due = due;
+}
+
+static size_t frame_len(const coc__item *it)
+{
+    return it->kind == COC__IT_FWD ? it->size : COC__HDR_LEN + it->len;
+}
+
+int coc__stream_next(coc_engine *e, coc__item *it)
+{
+    const coc__stripe *sp = it->stripe;
+    if (!it->sub) {
+        while (it->spos < sp->nfrag && sp->lane[it->spos] != it->lane)
+            it->spos++;
+        if (it->spos == sp->nfrag)
+            return 0;
+    }
+    uint64_t end = (it->spos + 1) * e->cfg.fragment_size;
+    if (end > it->sh.total)
+        end = it->sh.total;
+    uint64_t offset = it->spos * e->cfg.fragment_size + it->sub;
+    uint64_t n = end - offset;
+    it->data = coc__send_bytes(it->req, offset, &n); /* a gather's buffer may end first */
+    if (offset + n == end) {
+        it->spos++;
+        it->sub = 0;
+    } else {
+        it->sub += n;
+    }
+    it->sh.offset = offset;
+    it->sh.len = (uint32_t)n;
+    coc__hdr_encode(&it->sh, it->hdr);
+    it->len = n;
+    it->off = 0;
+    e->stats.frames_sent++;
+    e->stats.bytes_sent += n;
+    return 1;
+}
+
+/* An item leaves the queue: written (error 0) or dropped with its connection. */
+void coc__item_release(coc__conn *c, coc__item *it, int error)
+{
+    coc_engine *e = c->e;
+    coc_request *r = it->req;
+    if (r) {
+        /* a striped send completes when its last lane is done; one lost lane fails it,
+         * and its receiver hears so (its other lanes may have delivered all they had) */
+        if (error && r->keep && it->kind == COC__IT_STREAM)
+            r->relane = 1; /* its fragments go again after the failover */
+        if (error && !r->doomed && !r->keep) {
+            r->doomed = error;
+            if (it->kind == COC__IT_STREAM && atomic_load(&r->state) != COC__REQ_DONE)
+                coc__stream_failed(e, r, it->sh.rcookie);
+        }
+        /* a send whose bytes cross a gateway (reliable.c) is kept: an eager one lost here
+         * is sent again from its copy (it completes); a rendezvous one waits for the
+         * receiver's DONE, and a lost lane is streamed again after the failover */
+        if (r->busy && --r->busy == 0 &&
+            (!r->keep || r->phase != COC__RDV || r->confirmed || r->doomed)) {
+            r->st.count = r->len;
+            coc__complete(e, r, r->doomed);
+        }
+    }
+    if (it->stripe && --it->stripe->refs == 0)
+        free(it->stripe);
+    if (it->kind == COC__IT_FWD) {
+        coc__forward_done(c, it);
+    } else if (it->owned) {
+        c->copied -= it->len;
+        free(it->owned);
+    }
+    free(it);
+}
+
+/* The head item's current frame is written: move on. Returns 1 when the item is gone. */
+static int frame_written(coc__conn *c, coc__item *it)
+{
+    coc_engine *e = c->e;
+    if (it->kind == COC__IT_STREAM && !it->req->doomed && coc__stream_next(e, it))
+        return 0;
+    c->head = it->next;
+    if (!c->head)
+        c->tail = NULL;
+    coc__item_release(c, it, 0);
+    return 1;
+}
+
+static void consume(coc__conn *c, size_t n)
+{
+    while (n && c->head) {
+        coc__item *it = c->head;
+        size_t end = it->kind == COC__IT_FWD ? it->filled : frame_len(it);
+        size_t take = end - it->off < n ? end - it->off : n;
+        it->off += take;
+        n -= take;
+        if (it->off == frame_len(it))
+            frame_written(c, it);
+    }
+}
+
+/* Write iov's bytes as records: first what is pending of the last record, then one record
+ * after another while the socket takes them. Returns the iov bytes taken into records
+ * (a record taken but not yet all written is pending: the socket is watched for room),
+ * or -1 with errno (EAGAIN: none taken). */
+static ssize_t rec_tx(coc__conn *c, const struct iovec *iov, int cnt)
+{
+    coc_engine *e = c->e;
+    size_t total = 0, taken = 0;
+    for (int i = 0; i < cnt; i++)
+        total += iov[i].iov_len;
+    for (;;) {
+        const uint8_t *data;
+        size_t pending = coc__rec_tx_pending(c->rec, &data);
+        if (pending) {
+            ssize_t n = send(c->fd, data, pending, MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+                return -1;
+            if (n > 0)
+                coc__rec_tx_done(c->rec, (size_t)n);
+            if (n < 0 || (size_t)n < pending)
+                break; /* the socket is full */
+            continue;
+        }
+        if (taken == total)
+            break;
+        struct iovec rest[IOV_MAX_BATCH];
+        int nrest = 0;
+        size_t skip = taken;
+        for (int i = 0; i < cnt; i++) {
+            if (skip >= iov[i].iov_len) {
+                skip -= iov[i].iov_len;
+                continue;
+            }
+            rest[nrest++] = (struct iovec){(uint8_t *)iov[i].iov_base + skip, iov[i].iov_len - skip};
+            skip = 0;
+        }
+        size_t wire;
+        int raw;
+        ssize_t n = coc__rec_tx_seal(c->rec, rest, nrest, &wire, &raw);
+        if (n < 0) {
+            errno = EIO;
+            return -1;
+        }
+        taken += (size_t)n;
+        e->stats.record_plain_sent += (size_t)n;
+        e->stats.record_wire_sent += wire;
+        e->stats.records_raw += (unsigned)raw;
+    }
+    if (coc__rec_tx_pending(c->rec, NULL))
+        set_out(c, 1);
+    if (!taken && total) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return (ssize_t)taken;
+}
+
+/* Write iov to the peer: into the ring once it is in use, else onto the socket.
+ * Returns bytes written or -1 with errno (EAGAIN: full; a full ring's reader rings). */
+static ssize_t tx_bytes(coc__conn *c, struct iovec *iov, int cnt)
+{
+    if (c->rec)
+        return rec_tx(c, iov, cnt);
+    if (!on_ring(c)) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+        return sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    }
+    for (;;) {
+        int bell;
+        size_t n = coc__ring_write(&c->tx, iov, cnt, &bell);
+        if (bell)
+            doorbell(c);
+        if (n)
+            return (ssize_t)n;
+        if (!coc__ring_want_room(&c->tx)) {
+            errno = EAGAIN;
+            return -1;
+        }
+    }
+}
+
+void coc__conn_flush(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    if (c->state == COC__CS_DEAD || c->state == COC__CS_CONNECTING)
+        return;
+    int rc = coc__hs_write(c);
+    if (rc < 0) {
+        coc__conn_fail(c, rc, "write failed");
+        return;
+    }
+    if (rc == 1 || !c->authed) {
+        set_out(c, rc == 1);
+        return;
+    }
+    if (c->rec && !c->head) { /* only the rest of a record to write */
+        if (rec_tx(c, NULL, 0) < 0)
+            coc__conn_fail(c, -errno, "write failed");
+        else
+            set_out(c, coc__rec_tx_pending(c->rec, NULL) != 0);
+        return;
+    }
+    uint64_t now = 0;
+    while (c->head) {
+        struct iovec iov[IOV_MAX_BATCH];
+        int cnt = 0;
+        size_t total = 0;
+        for (coc__item *it = c->head; it && cnt + 2 <= IOV_MAX_BATCH; it = it->next) {
+            if (it->due_ns) {
+                if (!now)
+                    now = coc__now_ns();
+                if (it->due_ns > now) {
+                    arm_timer(e, it->due_ns);
+                    break;
+                }
+            }
+            if (it->kind == COC__IT_FWD) {
+                if (it->filled > it->off) {
+                    iov[cnt++] = (struct iovec){it->owned + it->off, it->filled - it->off};
+                    total += it->filled - it->off;
+                }
+                if (it->filled < it->size)
+                    break; /* cut-through: the rest has not arrived yet */
+                continue;
+            }
+            if (it->off < COC__HDR_LEN) {
+                iov[cnt++] = (struct iovec){it->hdr + it->off, COC__HDR_LEN - it->off};
+                total += COC__HDR_LEN - it->off;
+            }
+            size_t done = it->off > COC__HDR_LEN ? it->off - COC__HDR_LEN : 0;
+            if (it->len > done) {
+                iov[cnt++] = (struct iovec){(void *)(it->data + done), it->len - done};
+                total += it->len - done;
+            }
+            if (it->kind == COC__IT_STREAM)
+                break; /* its next frame's header is built when this one is out */
+        }
+        if (!cnt)
+            break;
+        ssize_t n = tx_bytes(c, iov, cnt);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                set_out(c, 1);
+                return;
+            }
+            coc__conn_fail(c, -errno, "write failed");
+            return;
+        }
+        consume(c, (size_t)n);
+        if ((size_t)n < total) {
+            if (on_ring(c) && coc__ring_want_room(&c->tx))
+                continue; /* room again already; else the reader rings when it makes some */
+            set_out(c, 1);
+            return;
+        }
+    }
+    set_out(c, coc__rec_tx_pending(c->rec, NULL) != 0);
+}
+
+/* A gateway's forwarded frame queued while the progress holder handles a batch of input
+ * (e->corking) waits for the end of the batch, when coc__conn_uncork writes each queue
+ * once: the frames of one read leave in one sendmsg, not one each (issue 17). Returns
+ * 1 when the frame waits. */
+static int cork(coc__conn *c, const coc__item *it)
+{
+    coc_engine *e = c->e;
+    if (!e->corking || it->kind != COC__IT_FWD)
+        return 0;
+    for (int i = 0; i < e->ncorked; i++)
+        if (e->corked[i] == c)
+            return 1;
+    if (e->ncorked == COC__CORK_MAX)
+        return 0;
+    e->corked[e->ncorked++] = c;
+    return 1;
+}
+
+void coc__conn_uncork(coc_engine *e)
+{
+    for (int i = 0; i < e->ncorked; i++)
+        coc__conn_flush(e->corked[i]); /* a dead one is not freed before housekeeping */
+    e->ncorked = 0;
+}
+
+void coc__conn_push(coc__conn *c, coc__item *it)
+{
+    if (c->delay_ns)
+        it->due_ns = coc__now_ns() + c->delay_ns;
+    it->next = NULL;
+    if (c->tail)
+        c->tail->next = it;
+    else
+        c->head = it;
+    c->tail = it;
+    if (c->head == it && !cork(c, it)) /* else the queue waits for the socket or input */
+        coc__conn_flush(c);
+}
+
+int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_request *req)
+{
+    uint8_t hdr[COC__HDR_LEN];
+    size_t off = 0;
+    coc__hdr_encode(h, hdr);
+    if (c->state == COC__CS_OPEN && !c->head && !c->delay_ns && c->hs_off == c->hs_len) {
+        /* fast path: nothing queued, write from the caller's thread */
+        struct iovec iov[2] = {{hdr, COC__HDR_LEN}, {(void *)payload, h->len}};
+        ssize_t n = tx_bytes(c, iov, h->len ? 2 : 1);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            coc__conn_fail(c, -errno, "write failed");
+            return COC_EPEERLOST;
+        }
+        if (n > 0)
+            off = (size_t)n;
+        if (off == COC__HDR_LEN + h->len)
+            return 0;
+    }
+    coc__item *it = calloc(1, sizeof *it);
+    if (!it)
+        return -ENOMEM;
+    it->kind = COC__IT_FRAME;
+    memcpy(it->hdr, hdr, COC__HDR_LEN);
+    it->len = h->len;
+    it->off = off;
+    it->data = payload;
+    int pending = 0;
+    if (req && (c->state != COC__CS_OPEN || c->copied + h->len > COC__COPY_BUDGET)) {
+        /* not connected yet (if the set-up fails, the send must fail, not vanish), or
+         * the receiver is not keeping up: do not copy, let the sender wait */
+        it->req = req;
+        req->busy = 1;
+        pending = 1;
+    } else if (h->len) {
+        it->owned = malloc(h->len);
+        if (!it->owned) {
+            free(it);
+            return -ENOMEM;
+        }
+        memcpy(it->owned, payload, h->len);
+        it->data = it->owned;
+        c->copied += h->len;
+    }
+    coc__conn_push(c, it);
+    return pending;
+}
+
+void coc__conn_flush_delayed(coc_engine *e)
+{
+    e->timer_due = 0;
+    for (size_t i = 0; i < COC__MAX_CONNS; i++) {
+        coc__conn *c = e->conns[i];
+        if (c && c->delay_ns && c->head)
+            coc__conn_flush(c);
+    }
+}
