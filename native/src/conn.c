@@ -81,6 +81,7 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
         return NULL;
     }
     c->e = e;
+    c->on = e->conn_calls;
     c->fd = fd;
     c->rbuf = rbuf;
     c->key = (uint64_t)++e->conn_gen << 32 | (uint32_t)(slot + COC__KEY_CONN_MIN);
@@ -213,21 +214,7 @@ static void conn_free(coc_engine *e, coc__conn *c)
     uint32_t slot = (uint32_t)c->key - COC__KEY_CONN_MIN;
     if (c->authed)
         e->stats.connections_open--;
-    int failover = 0;
-    /* reliable.c: a gateway lost — crashed, stopped, or closed (BYE: a gateway leaving is
-     * never the end of an endpoint) — or one that could not be reached (a hop that is not
-     * the destination is a gateway): move to the other gateways of the routes */
-    if (c->err != COC_EAUTH && (c->authed ? c->theirs.flags & COC__HELLO_GATEWAY : c->outgoing)) {
-        /* down: never came up, went silent (stopped, cut off) or said BYE (leaving); a
-         * connection that just ended may have been closed by a gateway that lives
-         * (reliable.c, revive) */
-        int down = !c->authed || c->err == COC_ETIMEDOUT || c->bye;
-        failover = coc__rel_reroute(e, c->peer_id, c->why ? c->why : "closed", down) == 0;
-        if (c->authed)
-            coc__rel_unread(e, c);
-    }
-    coc__lost_conn(e, c, failover);
-    coc__forward_lost(e, c);
+    int failover = c->on->on_closing(c);
     coc__peer *p = coc__map_get(&e->peers, c->peer_id);
     if (p && p->conn_key == c->key)
         p->conn_key = 0;
@@ -236,8 +223,7 @@ static void conn_free(coc_engine *e, coc__conn *c)
         c->head = it->next;
         coc__item_release(c, it, COC_EPEERLOST);
     }
-    if (failover)
-        coc__rel_relane(e); /* its lanes go again now, not at the safety net's next tick */
+    c->on->on_closed(e, failover);
     if (c->rumsg) {
         free(c->rumsg->data);
         free(c->rumsg);

@@ -23,7 +23,7 @@ static void payload_end(coc__conn *c)
         c->rfwd = NULL;
         c->rfwd_out = NULL;
     } else {
-        coc__frame_end(c);
+        c->on->on_frame_end(c);
     }
     c->sink = NULL;
     c->sink_cap = 0;
@@ -45,7 +45,7 @@ static void payload_start(coc__conn *c)
 static void payload_bytes(coc__conn *c, const uint8_t *src, size_t n)
 {
     if (c->rfwding) {
-        coc__forward_data(c, src, n);
+        c->on->on_forward_bytes(c, src, n);
     } else if (c->rdone < c->sink_cap) {
         uint64_t keep = c->sink_cap - c->rdone < n ? c->sink_cap - c->rdone : n;
         if (c->sink + c->rdone != src)
@@ -88,11 +88,11 @@ static int frame_header(coc__conn *c)
             return COC_EPROTO;
         }
         c->rfwding = 1;
-        int rc = coc__forward_begin(c);
+        int rc = c->on->on_forward(c);
         if (rc != 0)
             return rc; /* 1: paused on a full window */
     } else {
-        int rc = coc__frame_begin(c);
+        int rc = c->on->on_frame(c);
         if (rc < 0)
             return rc;
     }
@@ -104,7 +104,7 @@ static int conn_read(coc__conn *c);
 
 int coc__conn_unpause(coc__conn *c)
 {
-    int rc = coc__forward_begin(c);
+    int rc = c->on->on_forward(c);
     if (rc == 1)
         return 0; /* paused again */
     pthread_mutex_lock(&c->e->lock);

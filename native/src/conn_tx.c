@@ -32,6 +32,23 @@ static size_t frame_len(const coc__item *it)
     return it->kind == COC__IT_FWD ? it->size : COC__HDR_LEN + it->len;
 }
 
+/* The bytes of send s at offset: a pointer and *n clipped to one buffer of a gather. */
+static const uint8_t *send_bytes(const coc_request *s, uint64_t offset, uint64_t *n)
+{
+    if (!s->iov)
+        return s->sbuf + offset;
+    for (size_t i = 0; i < s->niov; i++) {
+        if (offset < s->iov[i].len) {
+            if (*n > s->iov[i].len - offset)
+                *n = s->iov[i].len - offset;
+            return (const uint8_t *)s->iov[i].base + offset;
+        }
+        offset -= s->iov[i].len;
+    }
+    *n = 0; /* not reached: offsets stay below the message's size */
+    return NULL;
+}
+
 int coc__stream_next(coc_engine *e, coc__item *it)
 {
     const coc__stripe *sp = it->stripe;
@@ -46,7 +63,7 @@ int coc__stream_next(coc_engine *e, coc__item *it)
         end = it->sh.total;
     uint64_t offset = it->spos * e->cfg.fragment_size + it->sub;
     uint64_t n = end - offset;
-    it->data = coc__send_bytes(it->req, offset, &n); /* a gather's buffer may end first */
+    it->data = send_bytes(it->req, offset, &n); /* a gather's buffer may end first */
     if (offset + n == end) {
         it->spos++;
         it->sub = 0;
@@ -76,7 +93,7 @@ void coc__item_release(coc__conn *c, coc__item *it, int error)
         if (error && !r->doomed && !r->keep) {
             r->doomed = error;
             if (it->kind == COC__IT_STREAM && atomic_load(&r->state) != COC__REQ_DONE)
-                coc__stream_failed(e, r, it->sh.rcookie);
+                c->on->on_stream_failed(e, r, it->sh.rcookie);
         }
         /* a send whose bytes cross a gateway (reliable.c) is kept: an eager one lost here
          * is sent again from its copy (it completes); a rendezvous one waits for the
@@ -90,7 +107,7 @@ void coc__item_release(coc__conn *c, coc__item *it, int error)
     if (it->stripe && --it->stripe->refs == 0)
         free(it->stripe);
     if (it->kind == COC__IT_FWD) {
-        coc__forward_done(c, it);
+        c->on->on_forward_written(c, it);
     } else if (it->owned) {
         c->copied -= it->len;
         free(it->owned);

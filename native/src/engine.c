@@ -83,6 +83,50 @@ void coc__wake(coc_engine *e)
     }
 }
 
+/* ---- what connections call ------------------------------------------------------------------ */
+
+/* A connection is being freed: its users let go of it. Returns 1 when the routes through
+ * it failed over to other hops. */
+static int conn_closing(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    int failover = 0;
+    /* reliable.c: a gateway lost — crashed, stopped, or closed (BYE: a gateway leaving is
+     * never the end of an endpoint) — or one that could not be reached (a hop that is not
+     * the destination is a gateway): move to the other gateways of the routes */
+    if (c->err != COC_EAUTH && (c->authed ? c->theirs.flags & COC__HELLO_GATEWAY : c->outgoing)) {
+        /* down: never came up, went silent (stopped, cut off) or said BYE (leaving); a
+         * connection that just ended may have been closed by a gateway that lives
+         * (reliable.c, revive) */
+        int down = !c->authed || c->err == COC_ETIMEDOUT || c->bye;
+        failover = coc__rel_reroute(e, c->peer_id, c->why ? c->why : "closed", down) == 0;
+        if (c->authed)
+            coc__rel_unread(e, c);
+    }
+    coc__lost_conn(e, c, failover);
+    coc__forward_lost(e, c);
+    return failover;
+}
+
+/* The freed connection's queue is dropped: after a failover, its lanes go again now, not
+ * at the safety net's next tick. */
+static void conn_closed(coc_engine *e, int failover)
+{
+    if (failover)
+        coc__rel_relane(e);
+}
+
+static const coc__conn_calls conn_calls = {
+    .on_frame = coc__frame_begin,
+    .on_frame_end = coc__frame_end,
+    .on_forward = coc__forward_begin,
+    .on_forward_bytes = coc__forward_data,
+    .on_forward_written = coc__forward_done,
+    .on_stream_failed = coc__stream_failed,
+    .on_closing = conn_closing,
+    .on_closed = conn_closed,
+};
+
 /* ---- life cycle ---------------------------------------------------------------------------- */
 
 void coc_engine_config_init(coc_engine_config *cfg)
@@ -212,6 +256,7 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
     if (!e)
         return -ENOMEM;
     e->cfg = *cfg;
+    e->conn_calls = &conn_calls;
     if (cfg->nkeys) {
         e->keys = malloc(cfg->nkeys * sizeof *e->keys);
         if (!e->keys) {

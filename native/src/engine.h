@@ -60,6 +60,27 @@
 #define COC__KEY_CONN_MIN 16
 
 typedef struct coc__conn coc__conn;
+typedef struct coc__item coc__item;
+
+/* What a connection calls on its owner, the engine: set at the connection's creation
+ * (e->conn_calls, filled in engine.c), so the connection code (conn*.c) names none of the
+ * protocol, forwarding or failover functions that use it. */
+typedef struct coc__conn_calls {
+    /* receive path (plock) */
+    int (*on_frame)(coc__conn *c);     /* a header for this endpoint: <0 error */
+    void (*on_frame_end)(coc__conn *c); /* its payload is complete */
+    int (*on_forward)(coc__conn *c);   /* a header for another endpoint (a gateway): 0
+                                          started, 1 paused on a full window, <0 error */
+    void (*on_forward_bytes)(coc__conn *c, const uint8_t *src, size_t n);
+    /* send path (lock) */
+    void (*on_forward_written)(coc__conn *out, coc__item *it); /* a forwarded item left */
+    /* a STREAM item of send s died with its connection: its receiver must hear */
+    void (*on_stream_failed)(coc_engine *e, coc_request *s, uint64_t rcookie);
+    /* the end (plock + lock): before its queue is dropped (returns 1 when the routes
+     * through it failed over to other hops), and after */
+    int (*on_closing)(coc__conn *c);
+    void (*on_closed)(coc_engine *e, int failover);
+} coc__conn_calls;
 
 /* Request state word (futex): pending, pending with a sleeper, done. */
 #define COC__REQ_PENDING 0
@@ -133,7 +154,7 @@ typedef struct coc__stripe {
 } coc__stripe;
 
 /* Something queued for writing on a connection. */
-typedef struct coc__item {
+struct coc__item {
     struct coc__item *next;
     uint8_t kind;
     uint8_t hdr[COC__HDR_LEN];         /* FRAME/STREAM: the current frame's header */
@@ -150,7 +171,7 @@ typedef struct coc__item {
     uint64_t sub;                      /* STREAM: bytes of fragment spos already framed
                                           (a gather's buffer ended inside it) */
     uint64_t due_ns;                   /* latency emulation: not before this time */
-} coc__item;
+};
 
 enum coc__conn_state { COC__CS_CONNECTING = 1, COC__CS_HANDSHAKE, COC__CS_OPEN, COC__CS_DEAD };
 enum coc__rx_state { COC__RX_HELLO = 1, COC__RX_PROOF, COC__RX_HDR, COC__RX_PAYLOAD, COC__RX_PAUSED };
@@ -159,6 +180,7 @@ typedef struct coc__flow { uint32_t notify, lost; } coc__flow;
 
 struct coc__conn {
     coc_engine *e;
+    const coc__conn_calls *on;         /* its owner's handlers (e->conn_calls) */
     int fd;
     uint64_t key;                      /* poller key: slot | generation << 32 */
     uint8_t state, outgoing, unix_, bye, authed;
@@ -257,6 +279,7 @@ typedef struct coc__dest {
 
 struct coc_engine {
     coc_engine_config cfg;
+    const coc__conn_calls *conn_calls; /* given to every connection (engine.c) */
     uint8_t secret[COC_SECRET_MAX];    /* the job's secret (cfg.secret_len bytes), or none */
     coc_peer_key *keys;                /* without a secret: the issued keys, sorted by id */
     size_t nkeys;
@@ -349,8 +372,6 @@ void coc__conn_fail(coc__conn *c, int err, const char *why);        /* lock: mar
 int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_request *req);
 /* lock: point a STREAM item at its lane's next fragment; 0 when it has none left. */
 int coc__stream_next(coc_engine *e, coc__item *it);
-/* The bytes of send s at offset: a pointer and *n clipped to one buffer of a gather. */
-const uint8_t *coc__send_bytes(const coc_request *s, uint64_t offset, uint64_t *n);
 void coc__conn_reap(coc_engine *e);                                 /* plock + lock: free dead ones */
 int coc__conn_parse(coc__conn *c);                                  /* plock: parse buffered bytes */
 int coc__conn_unpause(coc__conn *c);                                /* plock: retry a paused frame */

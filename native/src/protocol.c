@@ -85,22 +85,6 @@ static void adopt(coc_request *r, coc__umsg *u)
     }
 }
 
-const uint8_t *coc__send_bytes(const coc_request *s, uint64_t offset, uint64_t *n)
-{
-    if (!s->iov)
-        return s->sbuf + offset;
-    for (size_t i = 0; i < s->niov; i++) {
-        if (offset < s->iov[i].len) {
-            if (*n > s->iov[i].len - offset)
-                *n = s->iov[i].len - offset;
-            return (const uint8_t *)s->iov[i].base + offset;
-        }
-        offset -= s->iov[i].len;
-    }
-    *n = 0; /* not reached: offsets stay below the message's size */
-    return NULL;
-}
-
 static void fill_status(coc_request *r, uint32_t src, uint32_t ctx, int32_t tag, uint64_t total)
 {
     r->st.source = (int32_t)src;
