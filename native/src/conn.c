@@ -218,21 +218,15 @@ static void conn_free(coc_engine *e, coc__conn *c)
     coc__peer *p = coc__map_get(&e->peers, c->peer_id);
     if (p && p->conn_key == c->key)
         p->conn_key = 0;
-    while (c->head) {
-        coc__item *it = c->head;
-        c->head = it->next;
-        coc__item_release(c, it, COC_EPEERLOST);
-    }
+    for (coc__link *l; (l = coc__list_pop(&c->queue)) != NULL;)
+        coc__item_release(c, COC__ENTRY(l, coc__item, link), COC_EPEERLOST);
     c->on->on_closed(e, failover);
     if (c->rumsg) {
         free(c->rumsg->data);
         free(c->rumsg);
     }
-    for (coc__conn **pp = &e->shm; *pp; pp = &(*pp)->next_shm)
-        if (*pp == c) {
-            *pp = c->next_shm;
-            break;
-        }
+    if (coc__list_has(&e->shm, &c->shm_link))
+        coc__list_remove(&e->shm, &c->shm_link);
     shm_unmap(c);
     coc__rec_free(c->rec);
     __atomic_store_n(&e->conns[slot], NULL, __ATOMIC_RELEASE);

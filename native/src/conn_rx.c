@@ -309,7 +309,7 @@ static void ring_event(coc_engine *e, coc__conn *c)
         rc = -errno;
     }
     pthread_mutex_lock(&e->lock);
-    if (c->head)
+    if (c->queue.head)
         coc__conn_flush(c);
     pthread_mutex_unlock(&e->lock);
     if (rc < 0 && c->rstate != COC__RX_PAUSED)
@@ -321,7 +321,7 @@ static void ring_event(coc_engine *e, coc__conn *c)
 
 void coc__conn_poll_rings(coc_engine *e)
 {
-    for (coc__conn *c = e->shm; c; c = c->next_shm)
+    COC__EACH(c, &e->shm, coc__conn, shm_link)
         if (c->state != COC__CS_DEAD && c->rstate != COC__RX_PAUSED && coc__ring_avail(&c->rx))
             read_or_fail(e, c, 0);
 }
@@ -329,7 +329,7 @@ void coc__conn_poll_rings(coc_engine *e)
 int coc__conn_rings_idle(coc_engine *e, int on)
 {
     int data = 0;
-    for (coc__conn *c = e->shm; c; c = c->next_shm) {
+    COC__EACH(c, &e->shm, coc__conn, shm_link) {
         if (c->state == COC__CS_DEAD || c->rstate == COC__RX_PAUSED)
             continue;
         if (!on)

@@ -121,17 +121,15 @@ static int frame_written(coc__conn *c, coc__item *it)
     coc_engine *e = c->e;
     if (it->kind == COC__IT_STREAM && !it->req->doomed && coc__stream_next(e, it))
         return 0;
-    c->head = it->next;
-    if (!c->head)
-        c->tail = NULL;
+    coc__list_remove(&c->queue, &it->link);
     coc__item_release(c, it, 0);
     return 1;
 }
 
 static void consume(coc__conn *c, size_t n)
 {
-    while (n && c->head) {
-        coc__item *it = c->head;
+    while (n && c->queue.head) {
+        coc__item *it = COC__FIRST(&c->queue, coc__item, link);
         size_t end = it->kind == COC__IT_FWD ? it->filled : frame_len(it);
         size_t take = end - it->off < n ? end - it->off : n;
         it->off += take;
@@ -238,7 +236,7 @@ void coc__conn_flush(coc__conn *c)
         set_out(c, rc == 1);
         return;
     }
-    if (c->rec && !c->head) { /* only the rest of a record to write */
+    if (c->rec && !c->queue.head) { /* only the rest of a record to write */
         if (rec_tx(c, NULL, 0) < 0)
             coc__conn_fail(c, -errno, "write failed");
         else
@@ -246,11 +244,12 @@ void coc__conn_flush(coc__conn *c)
         return;
     }
     uint64_t now = 0;
-    while (c->head) {
+    while (c->queue.head) {
         struct iovec iov[IOV_MAX_BATCH];
         int cnt = 0;
         size_t total = 0;
-        for (coc__item *it = c->head; it && cnt + 2 <= IOV_MAX_BATCH; it = it->next) {
+        for (coc__item *it = COC__FIRST(&c->queue, coc__item, link); it && cnt + 2 <= IOV_MAX_BATCH;
+             it = COC__NEXT(it, coc__item, link)) {
             if (it->due_ns) {
                 if (!now)
                     now = coc__now_ns();
@@ -333,13 +332,8 @@ void coc__conn_push(coc__conn *c, coc__item *it)
 {
     if (c->delay_ns)
         it->due_ns = coc__now_ns() + c->delay_ns;
-    it->next = NULL;
-    if (c->tail)
-        c->tail->next = it;
-    else
-        c->head = it;
-    c->tail = it;
-    if (c->head == it && !cork(c, it)) /* else the queue waits for the socket or input */
+    coc__list_append(&c->queue, &it->link);
+    if (c->queue.head == &it->link && !cork(c, it)) /* else the queue waits for the socket or input */
         coc__conn_flush(c);
 }
 
@@ -348,7 +342,7 @@ int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_req
     uint8_t hdr[COC__HDR_LEN];
     size_t off = 0;
     coc__hdr_encode(h, hdr);
-    if (c->state == COC__CS_OPEN && !c->head && !c->delay_ns && c->hs_off == c->hs_len) {
+    if (c->state == COC__CS_OPEN && !c->queue.head && !c->delay_ns && c->hs_off == c->hs_len) {
         /* fast path: nothing queued, write from the caller's thread */
         struct iovec iov[2] = {{hdr, COC__HDR_LEN}, {(void *)payload, h->len}};
         ssize_t n = tx_bytes(c, iov, h->len ? 2 : 1);
@@ -395,7 +389,7 @@ void coc__conn_flush_delayed(coc_engine *e)
     e->timer_due = 0;
     for (size_t i = 0; i < COC__MAX_CONNS; i++) {
         coc__conn *c = e->conns[i];
-        if (c && c->delay_ns && c->head)
+        if (c && c->delay_ns && c->queue.head)
             coc__conn_flush(c);
     }
 }

@@ -327,7 +327,7 @@ static void linger(coc_engine *e)
         coc__conn *c = e->conns[i];
         /* also on connections still in their handshake that carry frames: a program
          * that ends right after its (eager, already complete) sends must not lose them */
-        if (c && (c->state == COC__CS_OPEN || (c->state != COC__CS_DEAD && c->head))) {
+        if (c && (c->state == COC__CS_OPEN || (c->state != COC__CS_DEAD && c->queue.head))) {
             coc__hdr h = {.type = COC__BYE, .source = e->self, .dest = c->peer_id};
             coc__conn_send(c, &h, NULL, NULL);
         }
@@ -339,7 +339,7 @@ static void linger(coc_engine *e)
         pthread_mutex_lock(&e->lock);
         for (size_t i = 0; i < COC__MAX_CONNS && !busy; i++) {
             coc__conn *c = e->conns[i];
-            busy = c && c->state != COC__CS_DEAD && (c->head || coc__rec_tx_pending(c->rec, NULL));
+            busy = c && c->state != COC__CS_DEAD && (c->queue.head || coc__rec_tx_pending(c->rec, NULL));
         }
         pthread_mutex_unlock(&e->lock);
         if (!busy || coc__now_ns() > until)
@@ -376,7 +376,7 @@ int coc_engine_close(coc_engine *e)
     pthread_join(e->thread, NULL);
     pthread_mutex_lock(&e->plock);
     pthread_mutex_lock(&e->lock);
-    for (coc_request *r = e->reqs; r; r = r->next)
+    COC__EACH(r, &e->reqs, coc_request, link)
         if (atomic_load(&r->state) != COC__REQ_DONE) {
             r->busy = 0;
             coc__complete(e, r, COC_ECLOSED);
@@ -389,10 +389,10 @@ int coc_engine_close(coc_engine *e)
         }
     }
     coc__conn_reap(e);
-    while (e->reqs)
-        coc__request_release(e, e->reqs);
-    while (e->unexp_head) {
-        coc__umsg *u = e->unexp_head;
+    while (!coc__list_empty(&e->reqs))
+        coc__request_release(e, COC__FIRST(&e->reqs, coc_request, link));
+    while (!coc__list_empty(&e->unexp)) {
+        coc__umsg *u = COC__FIRST(&e->unexp, coc__umsg, link);
         coc__unexp_remove(e, u);
         free(u->data);
         free(u);

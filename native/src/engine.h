@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include "coc/coc.h"
+#include "list.h"
 #include "record.h"
 #include "route.h"
 #include "shm.h"
@@ -97,8 +98,8 @@ enum coc__req_phase {
 
 struct coc_request {
     coc_engine *e;
-    struct coc_request *prev, *next;   /* the engine's list of live requests */
-    struct coc_request *qprev, *qnext; /* the posted-receive queue */
+    coc__link link;                    /* e->reqs: the engine's live requests */
+    coc__link qlink;                   /* e->posted: the posted-receive queue */
     _Atomic int state;                 /* COC__REQ_* */
     uint8_t kind, phase;
     coc_status st;
@@ -133,7 +134,7 @@ struct coc_request {
 
 /* An unexpected message: a complete eager message, or a rendezvous envelope. */
 typedef struct coc__umsg {
-    struct coc__umsg *prev, *next;
+    coc__link link;                    /* e->unexp */
     uint8_t type;                      /* COC__EAGER or COC__RTS */
     uint8_t flags;                     /* RTS: its frame flags (COC__FLAG_CONFIRM) */
     uint32_t source, context;
@@ -155,7 +156,7 @@ typedef struct coc__stripe {
 
 /* Something queued for writing on a connection. */
 struct coc__item {
-    struct coc__item *next;
+    coc__link link;                    /* its connection's queue (c->queue) */
     uint8_t kind;
     uint8_t hdr[COC__HDR_LEN];         /* FRAME/STREAM: the current frame's header */
     const uint8_t *data;               /* FRAME/STREAM: the current frame's payload */
@@ -194,13 +195,13 @@ struct coc__conn {
     /* send side, under e->lock */
     uint8_t hs_out[COC__HELLO_LEN + COC__PROOF_LEN];
     size_t hs_len, hs_off;
-    coc__item *head, *tail;
+    coc__list queue;                   /* coc__item: frames and forwarded items to write */
     unsigned events;                   /* registered with the poller */
     uint64_t delay_ns;
     size_t fwd_queued;                 /* forwarded bytes queued here */
     size_t copied;                     /* eager payload bytes copied into this queue */
-    coc__conn *waiters;                /* incoming connections paused on this one's window */
-    coc__conn *next_waiter;
+    coc__list waiters;                 /* incoming connections paused on this one's window */
+    coc__link waiter_link;             /* on paused_on->waiters */
     coc__conn *paused_on;
     coc__flow *flows;                  /* gateway: who to tell if this connection dies */
     size_t nflows, flows_cap;
@@ -224,13 +225,13 @@ struct coc__conn {
     uint64_t rx_stamp_ns;              /* when rx_count last moved */
     int err;                           /* DEAD: why */
     const char *why;
-    coc__conn *next_resumed;
+    coc__link resumed_link;            /* on e->resumed */
     /* same-host shared memory (shm.h): once authenticated, frames go through the rings
      * and the unix socket only carries doorbell bytes and the close */
     int shm_fd;                        /* segment to send (connector) or received; -1 */
     coc__ring tx, rx;                  /* mapped (tx.ctl set) when this connection uses shm */
     uint8_t ring;                      /* reading from rx (after the proof) */
-    coc__conn *next_shm;               /* e->shm list; changed with both locks held */
+    coc__link shm_link;                /* on e->shm; changed with both locks held */
     /* record layer (record.h): set at the proof on a TCP connection whose connector asked */
     coc__rec *rec;
     uint32_t wire;                     /* acceptor: its own COC_WIRE_* for the peer (hello) */
@@ -262,7 +263,7 @@ typedef struct coc__credit {
     uint64_t seen;                     /* sender: the last cumulative credit count heard */
     uint64_t expect;                   /* receiver: next sequence number accepted from it */
     uint64_t acked;                    /* sender: it accepted every sequence number below */
-    coc__kept *kept, *kept_tail;       /* sender: sequenced frames not yet acknowledged */
+    coc__list kept;                    /* sender: coc__kept, sequenced frames not yet acknowledged */
     size_t kept_bytes;
     uint64_t acked_seen;               /* sender: acked at the last liveness tick */
     uint64_t nacked;                   /* receiver: expect when we last asked to resend */
@@ -317,14 +318,14 @@ struct coc_engine {
     coc__map dests;                    /* id -> coc__dest */
     coc__map credits;                  /* id -> coc__credit */
     uint64_t credit;                   /* eager credit per pair (COC__CREDIT_EAGERS) */
-    coc_request *reqs;                 /* live requests */
-    coc_request *posted_head, *posted_tail;
-    coc__umsg *unexp_head, *unexp_tail;
+    coc__list reqs;                    /* coc_request (link): live requests */
+    coc__list posted;                  /* coc_request (qlink): posted receives, in order */
+    coc__list unexp;                   /* coc__umsg: unexpected messages, in arrival order */
     coc_request **rdv;                 /* rendezvous handles: slot -> request */
     uint32_t *rdv_gen;
     size_t rdv_cap;
-    coc__conn *resumed;                /* paused connections to restart (progress side) */
-    coc__conn *shm;                    /* connections reading from a ring */
+    coc__list resumed;                 /* coc__conn (resumed_link): paused ones to restart */
+    coc__list shm;                     /* coc__conn (shm_link): connections reading from a ring */
     size_t shm_ring;                   /* ring bytes per direction offered; 0: no shm */
     void *pool[COC__POOL_CLASSES];     /* free forwarding buffers, linked through their first bytes */
     size_t pool_bytes;

@@ -155,8 +155,7 @@ int coc__forward_begin(coc__conn *c)
     }
     if (out->fwd_queued && out->fwd_queued + size > e->cfg.forward_window) {
         c->paused_on = out;
-        c->next_waiter = out->waiters;
-        out->waiters = c;
+        coc__list_prepend(&out->waiters, &c->waiter_link);
         /* a ring connection's socket carries only doorbells, among them the one saying
          * its reader made room for what we write to it: keep hearing those (ring_event
          * reads no frame while paused), or two gateways each waiting for the other's
@@ -215,7 +214,7 @@ void coc__forward_data(coc__conn *c, const uint8_t *src, size_t n)
             c->rfwd = NULL;
             c->rfwd_out = NULL;
         }
-        if (out->head == it)
+        if (out->queue.head == &it->link)
             coc__conn_flush(out); /* may free it */
     }
     pthread_mutex_unlock(&e->lock);
@@ -228,26 +227,13 @@ void coc__forward_done(coc__conn *out, coc__item *it)
     e->stats.forward_bytes_buffered -= it->size;
     pool_put(e, it->owned, it->size);
     it->owned = NULL;
-    if (out->waiters && out->fwd_queued <= e->cfg.forward_window / 2) {
-        while (out->waiters) {
-            coc__conn *w = out->waiters;
-            out->waiters = w->next_waiter;
-            w->next_waiter = NULL;
+    if (!coc__list_empty(&out->waiters) && out->fwd_queued <= e->cfg.forward_window / 2) {
+        for (coc__link *l; (l = coc__list_pop(&out->waiters)) != NULL;) {
+            coc__conn *w = COC__ENTRY(l, coc__conn, waiter_link);
             w->paused_on = NULL;
-            w->next_resumed = e->resumed;
-            e->resumed = w;
+            coc__list_prepend(&e->resumed, &w->resumed_link);
         }
         coc__wake(e);
-    }
-}
-
-static void unlink_waiter(coc__conn **list, coc__conn *c, int resumed)
-{
-    for (coc__conn **p = list; *p; p = resumed ? &(*p)->next_resumed : &(*p)->next_waiter) {
-        if (*p == c) {
-            *p = resumed ? c->next_resumed : c->next_waiter;
-            return;
-        }
     }
 }
 
@@ -283,15 +269,8 @@ void coc__forward_lost(coc_engine *e, coc__conn *c)
         coc__conn *out = c->rfwd_out;
         coc__item *it = c->rfwd;
         if (it->off == 0) {
-            coc__item **p = &out->head, *prev = NULL;
-            while (*p && *p != it) {
-                prev = *p;
-                p = &(*p)->next;
-            }
-            if (*p) {
-                *p = it->next;
-                if (out->tail == it)
-                    out->tail = prev;
+            if (coc__list_has(&out->queue, &it->link)) {
+                coc__list_remove(&out->queue, &it->link);
                 coc__forward_done(out, it);
                 free(it);
             }
@@ -308,15 +287,14 @@ void coc__forward_lost(coc_engine *e, coc__conn *c)
             x->rfwd_out = NULL;
         }
     }
-    if (c->paused_on)
-        unlink_waiter(&c->paused_on->waiters, c, 0);
-    unlink_waiter(&e->resumed, c, 1);
-    while (c->waiters) {
-        coc__conn *w = c->waiters;
-        c->waiters = w->next_waiter;
+    if (c->paused_on && coc__list_has(&c->paused_on->waiters, &c->waiter_link))
+        coc__list_remove(&c->paused_on->waiters, &c->waiter_link);
+    if (coc__list_has(&e->resumed, &c->resumed_link))
+        coc__list_remove(&e->resumed, &c->resumed_link);
+    for (coc__link *l; (l = coc__list_pop(&c->waiters)) != NULL;) {
+        coc__conn *w = COC__ENTRY(l, coc__conn, waiter_link);
         w->paused_on = NULL;
-        w->next_resumed = e->resumed;
-        e->resumed = w;
+        coc__list_prepend(&e->resumed, &w->resumed_link);
     }
 }
 
@@ -324,13 +302,11 @@ void coc__forward_resume(coc_engine *e)
 {
     for (;;) {
         pthread_mutex_lock(&e->lock);
-        coc__conn *c = e->resumed;
-        if (c)
-            e->resumed = c->next_resumed;
+        coc__link *l = coc__list_pop(&e->resumed);
+        coc__conn *c = COC__ENTRY(l, coc__conn, resumed_link);
         pthread_mutex_unlock(&e->lock);
         if (!c)
             return;
-        c->next_resumed = NULL;
         if (c->state == COC__CS_DEAD || c->rstate != COC__RX_PAUSED)
             continue;
         int rc = coc__conn_unpause(c);

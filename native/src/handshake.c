@@ -272,8 +272,7 @@ int coc__hs_proof(coc__conn *c, const uint8_t *bytes)
         }
         if (c->tx.ctl) {
             c->ring = 1;
-            c->next_shm = e->shm;
-            e->shm = c;
+            coc__list_prepend(&e->shm, &c->shm_link);
             coc__log(e, "%s: shared memory, %zu KiB rings", c->name, c->rx.size >> 10);
         }
         coc__conn_flush(c);

@@ -18,7 +18,7 @@ int coc__matches(int32_t want_src, uint32_t want_ctx, int32_t want_tag, uint32_t
 
 coc_request *coc__posted_take(coc_engine *e, uint32_t src, uint32_t ctx, int32_t tag)
 {
-    for (coc_request *r = e->posted_head; r; r = r->qnext) {
+    COC__EACH(r, &e->posted, coc_request, qlink) {
         if (coc__matches(r->peer, r->context, r->tag, src, ctx, tag)) {
             coc__posted_remove(e, r);
             return r;
@@ -29,32 +29,18 @@ coc_request *coc__posted_take(coc_engine *e, uint32_t src, uint32_t ctx, int32_t
 
 void coc__posted_add(coc_engine *e, coc_request *r)
 {
-    r->qnext = NULL;
-    r->qprev = e->posted_tail;
-    if (e->posted_tail)
-        e->posted_tail->qnext = r;
-    else
-        e->posted_head = r;
-    e->posted_tail = r;
+    coc__list_append(&e->posted, &r->qlink);
     r->phase = COC__POSTED;
 }
 
 void coc__posted_remove(coc_engine *e, coc_request *r)
 {
-    if (r->qprev)
-        r->qprev->qnext = r->qnext;
-    else
-        e->posted_head = r->qnext;
-    if (r->qnext)
-        r->qnext->qprev = r->qprev;
-    else
-        e->posted_tail = r->qprev;
-    r->qprev = r->qnext = NULL;
+    coc__list_remove(&e->posted, &r->qlink);
 }
 
 coc__umsg *coc__unexp_find(coc_engine *e, int32_t src, uint32_t ctx, int32_t tag)
 {
-    for (coc__umsg *u = e->unexp_head; u; u = u->next)
+    COC__EACH(u, &e->unexp, coc__umsg, link)
         if (coc__matches(src, ctx, tag, u->source, u->context, u->tag))
             return u;
     return NULL;
@@ -62,13 +48,7 @@ coc__umsg *coc__unexp_find(coc_engine *e, int32_t src, uint32_t ctx, int32_t tag
 
 void coc__unexp_add(coc_engine *e, coc__umsg *u)
 {
-    u->next = NULL;
-    u->prev = e->unexp_tail;
-    if (e->unexp_tail)
-        e->unexp_tail->next = u;
-    else
-        e->unexp_head = u;
-    e->unexp_tail = u;
+    coc__list_append(&e->unexp, &u->link);
     e->stats.unexpected_messages++;
     if (u->type == COC__EAGER)
         e->stats.unexpected_bytes += u->total;
@@ -78,14 +58,7 @@ void coc__unexp_add(coc_engine *e, coc__umsg *u)
 
 void coc__unexp_remove(coc_engine *e, coc__umsg *u)
 {
-    if (u->prev)
-        u->prev->next = u->next;
-    else
-        e->unexp_head = u->next;
-    if (u->next)
-        u->next->prev = u->prev;
-    else
-        e->unexp_tail = u->prev;
+    coc__list_remove(&e->unexp, &u->link);
     e->stats.unexpected_messages--;
     if (u->type == COC__EAGER)
         e->stats.unexpected_bytes -= u->total;

@@ -37,7 +37,7 @@ void coc__drain(int fd)
 static void housekeeping(coc_engine *e)
 {
     pthread_mutex_lock(&e->lock);
-    int resumed = e->resumed != NULL;
+    int resumed = !coc__list_empty(&e->resumed);
     if (e->nhandshaking) {
         uint64_t now = coc__now_ns();
         if (now - e->last_sweep_ns > HOUSEKEEPING_MS * 1000000ull) {
@@ -118,7 +118,7 @@ int coc__progress(coc_engine *e, int timeout_ms)
  * meanwhile (do not sleep). */
 int coc__going_idle(coc_engine *e)
 {
-    if (!e->shm)
+    if (coc__list_empty(&e->shm))
         return 0;
     pthread_mutex_lock(&e->spin_lock);
     int idle = e->spinners == 0;

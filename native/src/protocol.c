@@ -36,21 +36,13 @@ static coc_request *req_new(coc_engine *e, uint8_t kind)
         return NULL;
     r->e = e;
     r->kind = kind;
-    r->next = e->reqs;
-    if (e->reqs)
-        e->reqs->prev = r;
-    e->reqs = r;
+    coc__list_prepend(&e->reqs, &r->link);
     return r;
 }
 
 static void req_unlink_free(coc_engine *e, coc_request *r)
 {
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        e->reqs = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
+    coc__list_remove(&e->reqs, &r->link);
     if (r->alloc)
         free(r->rbuf);
     free(r->joined);
@@ -654,7 +646,7 @@ int coc__frame_begin(coc__conn *c)
              * drop. Bytes sent again for a done receive mean its DONE did not get through:
              * send again what the sender has not acknowledged (once per restream) */
             coc__credit *cr = h->offset ? NULL : coc__map_get(&e->credits, h->source);
-            if (cr && cr->kept)
+            if (cr && !coc__list_empty(&cr->kept))
                 coc__rel_resend(e, h->source);
             break;
         }
@@ -815,8 +807,8 @@ void coc__recv_settle(coc_engine *e, coc_request *r)
 
 static void drop_envelopes(coc_engine *e, uint64_t conn_key, int64_t source)
 {
-    for (coc__umsg *u = e->unexp_head, *next; u; u = next) {
-        next = u->next;
+    for (coc__umsg *u = COC__FIRST(&e->unexp, coc__umsg, link), *next; u; u = next) {
+        next = COC__NEXT(u, coc__umsg, link);
         if (u->type == COC__RTS && (u->conn_key == conn_key || (int64_t)u->source == source)) {
             coc__unexp_remove(e, u);
             free(u);
@@ -848,7 +840,7 @@ void coc__lost_conn(coc_engine *e, coc__conn *c, int failover)
         coc__log(e, "%s lost: %s (%s)", c->name, c->why ? c->why : "closed", coc_strerror(c->err));
         coc__notify(e);
     }
-    for (coc_request *r = e->reqs; r; r = r->next) {
+    COC__EACH(r, &e->reqs, coc_request, link) {
         if (atomic_load(&r->state) == COC__REQ_DONE)
             continue;
         if (failover) {
@@ -894,7 +886,7 @@ void coc__fail_peer(coc_engine *e, uint32_t id, int error)
 {
     int lost = error == COC_EPEERLOST;
     coc__notify(e);
-    for (coc_request *r = e->reqs; r; r = r->next) {
+    COC__EACH(r, &e->reqs, coc_request, link) {
         if (atomic_load(&r->state) == COC__REQ_DONE)
             continue;
         if (r->kind == COC__SEND) {

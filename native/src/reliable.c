@@ -38,7 +38,7 @@
 #include "engine.h"
 
 struct coc__kept {
-    coc__kept *next;
+    coc__link link;                    /* on its coc__credit's kept list */
     coc__hdr h;
     uint8_t payload[];
 };
@@ -60,12 +60,8 @@ coc__credit *coc__credit_of(coc_engine *e, uint32_t peer)
 
 void coc__rel_forget(coc__credit *cr)
 {
-    while (cr->kept) {
-        coc__kept *k = cr->kept;
-        cr->kept = k->next;
-        free(k);
-    }
-    cr->kept_tail = NULL;
+    for (coc__link *l; (l = coc__list_pop(&cr->kept)) != NULL;)
+        free(COC__ENTRY(l, coc__kept, link));
     cr->kept_bytes = 0;
 }
 
@@ -93,15 +89,10 @@ int coc__rel_stamp(coc_engine *e, coc__dest *d, coc__hdr *h, const void *payload
         d->seq--; /* not sent: its number must not leave a gap */
         return -ENOMEM;
     }
-    k->next = NULL;
     k->h = *h;
     if (h->len)
         memcpy(k->payload, payload, h->len);
-    if (cr->kept_tail)
-        cr->kept_tail->next = k;
-    else
-        cr->kept = k;
-    cr->kept_tail = k;
+    coc__list_append(&cr->kept, &k->link);
     cr->kept_bytes += h->len;
     return 0;
 }
@@ -112,14 +103,11 @@ void coc__rel_ack(coc_engine *e, uint32_t peer, uint64_t ack)
     if (!cr || ack <= cr->acked)
         return;
     cr->acked = ack;
-    while (cr->kept && cr->kept->h.seq < ack) {
-        coc__kept *k = cr->kept;
-        cr->kept = k->next;
+    for (coc__kept *k; (k = COC__FIRST(&cr->kept, coc__kept, link)) && k->h.seq < ack;) {
+        coc__list_remove(&cr->kept, &k->link);
         cr->kept_bytes -= k->h.len;
         free(k);
     }
-    if (!cr->kept)
-        cr->kept_tail = NULL;
 }
 
 int coc__rel_accept(coc_engine *e, const coc__hdr *h)
@@ -158,7 +146,7 @@ int coc__rel_accept(coc_engine *e, const coc__hdr *h)
  * died further on); lanes still running are not doubled. */
 static void restream(coc_engine *e, uint32_t dest, int written)
 {
-    for (coc_request *r = e->reqs; r; r = r->next)
+    COC__EACH(r, &e->reqs, coc_request, link)
         if (r->kind == COC__SEND && (dest == EVERY_DEST || (uint32_t)r->peer == dest) && r->keep &&
             r->peer_cookie && !r->confirmed && !r->doomed &&
             atomic_load(&r->state) != COC__REQ_DONE && (r->relane || (written && !r->busy))) {
@@ -179,7 +167,7 @@ void coc__rel_resend(coc_engine *e, uint32_t dest)
     coc__conn *c = coc__rel_conn_to(e, d, dest, &rc);
     coc__credit *cr = coc__map_get(&e->credits, dest);
     if (c && c->state != COC__CS_DEAD && cr) {
-        for (coc__kept *k = cr->kept; k; k = k->next) {
+        COC__EACH(k, &cr->kept, coc__kept, link) {
             k->h.offset = cr->expect;
             if (coc__conn_send(c, &k->h, k->payload, NULL) < 0)
                 break;
@@ -386,13 +374,7 @@ int coc__rel_rerouted(coc_engine *e, uint32_t dest, uint32_t hop)
 /* Put a receive that was being filled back at the front of the posted queue. */
 static void repost(coc_engine *e, coc_request *r)
 {
-    r->qprev = NULL;
-    r->qnext = e->posted_head;
-    if (e->posted_head)
-        e->posted_head->qprev = r;
-    else
-        e->posted_tail = r;
-    e->posted_head = r;
+    coc__list_prepend(&e->posted, &r->qlink);
     r->phase = COC__POSTED;
 }
 
@@ -441,8 +423,9 @@ static void retransmit_stuck(coc_engine *e)
         coc__credit *cr = e->credits.vals[i];
         if (!cr)
             continue;
-        int waiting = cr->kept && cr->acked == cr->acked_seen;
-        for (coc_request *r = e->reqs; r && !waiting; r = r->next)
+        int waiting = !coc__list_empty(&cr->kept) && cr->acked == cr->acked_seen;
+        for (coc_request *r = COC__FIRST(&e->reqs, coc_request, link); r && !waiting;
+             r = COC__NEXT(r, coc_request, link))
             waiting = r->kind == COC__SEND && (uint32_t)r->peer == e->credits.keys[i] && r->keep &&
                       r->peer_cookie && !r->confirmed && !r->busy && !r->doomed &&
                       atomic_load(&r->state) != COC__REQ_DONE;
@@ -473,7 +456,7 @@ void coc__rel_liveness(coc_engine *e)
             coc__conn_fail(c, COC_ETIMEDOUT, "silent past the liveness timeout");
             continue;
         }
-        if (!c->head) {
+        if (!c->queue.head) {
             coc__hdr h = {.type = COC__PING, .source = e->self, .dest = c->peer_id};
             coc__conn_send(c, &h, NULL, NULL);
         }

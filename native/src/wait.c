@@ -43,7 +43,7 @@ static void spinning(coc_engine *e, int on)
     if (edge)
         coc__poll_mod(e->ofd, e->pfd, on ? 0 : COC__POLL_IN, COC__KEY_INNER);
     pthread_mutex_unlock(&e->spin_lock);
-    if (!edge || !e->shm)
+    if (!edge || coc__list_empty(&e->shm))
         return;
     /* never wait for the token here: whoever holds it (the progress thread, a poke) asks
      * for doorbells itself before letting go, unless it looked while we still spun, so
@@ -226,7 +226,7 @@ static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
             rc = COC_ETIMEDOUT;
             break;
         }
-        if (e->shm && coc__conn_rings_idle(e, 1)) {
+        if (!coc__list_empty(&e->shm) && coc__conn_rings_idle(e, 1)) {
             coc__progress(e, 0); /* data came as we asked for doorbells */
             continue;
         }

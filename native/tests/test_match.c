@@ -40,7 +40,7 @@ int main(void)
     CHECK(coc__posted_take(e, 4, 0, 7) == any);
     CHECK(coc__posted_take(e, 3, 0, 8) == from3b); /* from3 wants tag 7 */
     CHECK(coc__posted_take(e, 3, 0, 7) == from3);
-    CHECK(e->posted_head == NULL && e->posted_tail == NULL);
+    CHECK(coc__list_empty(&e->posted) && e->posted.tail == NULL);
 
     /* unexpected messages: the earliest accepted wins, so one source never overtakes */
     coc__umsg *m1 = msg(3, 0, 1), *m2 = msg(4, 0, 1), *m3 = msg(3, 0, 2), *m4 = msg(3, 0, 1);
@@ -58,7 +58,7 @@ int main(void)
     coc__unexp_remove(e, m2);
     coc__unexp_remove(e, m3);
     coc__unexp_remove(e, m4);
-    CHECK(e->unexp_head == NULL && e->stats.unexpected_messages == 0);
+    CHECK(coc__list_empty(&e->unexp) && e->stats.unexpected_messages == 0);
 
     /* rendezvous handles: stale and forged ones find nothing */
     uint64_t c1 = coc__rdv_alloc(e, any);
