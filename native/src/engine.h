@@ -409,10 +409,29 @@ coc_request *coc__rdv_lookup(coc_engine *e, uint64_t cookie);
 void coc__rdv_free(coc_engine *e, uint64_t cookie);
 int coc__rdv_spent(coc_engine *e, uint64_t cookie);
 
-/* protocol.c */
+/* protocol.c: frames addressed to this endpoint, and the steps posting shares with them */
+uint8_t *coc__buf_alloc(uint64_t size);    /* 64-byte aligned, at least 64 bytes */
+/* receive r (coc_irecv_alloc) takes over unexpected eager message u's payload if it fits */
+void coc__adopt(coc_request *r, coc__umsg *u);
+void coc__fill_status(coc_request *r, uint32_t src, uint32_t ctx, int32_t tag, uint64_t total);
+uint64_t coc__eager_cost(uint64_t len);   /* what an eager message of len bytes costs in credit */
+/* lock: a complete eager message for matched receive r; its credit goes back to src */
+void coc__deliver(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx, int32_t tag,
+                  const uint8_t *data, uint64_t total, uint64_t conn_key);
+/* lock: receive r matched a rendezvous envelope: ask the sender for the bytes r can hold */
+void coc__rdv_accept(coc_engine *e, coc_request *r, uint32_t src, uint32_t ctx, int32_t tag,
+                     uint64_t total, uint64_t scookie, uint64_t conn_key, uint8_t flags);
 int coc__frame_begin(coc__conn *c);    /* plock: a header addressed to us was decoded */
 void coc__frame_end(coc__conn *c);     /* plock: its payload is complete */
 int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn); /* lock */
+
+/* post.c (lock) */
+int coc__probe_locked(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st);
+void coc__request_release(coc_engine *e, coc_request *r);            /* lock: unlink, free */
+
+/* failures.c (lock) */
+/* fail request r (a receive's source: `source`), or doom it while a frame is read into it */
+void coc__fail_request(coc_engine *e, coc_request *r, int32_t source, int error);
 /* lock; failover: c was a gateway whose destinations all moved to other hops (reliable.c) */
 void coc__lost_conn(coc_engine *e, coc__conn *c, int failover);
 void coc__lost_id(coc_engine *e, uint32_t id, int error);            /* lock */
@@ -420,8 +439,6 @@ void coc__lost_id(coc_engine *e, uint32_t id, int error);            /* lock */
  * with ANY_SOURCE) and its unmatched envelopes (lock). */
 void coc__fail_peer(coc_engine *e, uint32_t id, int error);
 void coc__stream_failed(coc_engine *e, coc_request *s, uint64_t rcookie); /* lock */
-int coc__probe_locked(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st);
-void coc__request_release(coc_engine *e, coc_request *r);            /* lock: unlink, free */
 
 /* reliable.c (under lock; docs/wire-protocol.md "Failover") */
 #define COC__FLAG_CONFIRM 0x1          /* RTS: the receiver answers DONE when all bytes came */
