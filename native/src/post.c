@@ -75,6 +75,56 @@ static int sent(coc__dest *d, int keep, int rc)
 
 /* Start a send of len bytes: buf, or the gather list iov (then buf is NULL). The request
  * owns joined and iov from here on (freed with it, or now on failure). */
+/* Send r eagerly on c, taking its credit cr: 0 complete, 1 pending, <0 error. */
+static int send_eager(coc_engine *e, coc_request *r, coc__dest *d, coc__conn *c, coc__credit *cr,
+                      coc__hdr *hp, int keep)
+{
+    coc__hdr h = *hp;
+    size_t len = r->len;
+    const void *buf = r->sbuf;
+    cr->avail -= coc__eager_cost(len);
+    h.type = COC__EAGER;
+    h.len = (uint32_t)len;
+    h.total = len;
+    r->keep = (uint8_t)keep;
+    int rc = coc__rel_stamp(e, d, &h, buf, keep);
+    if (rc == 0) /* a kept message is copied: once connected, the send completes at once */
+        rc = sent(d, keep, coc__conn_send(c, &h, buf, keep && c->state == COC__CS_OPEN ? NULL : r));
+    if (rc < 0)
+        cr->avail += coc__eager_cost(len);
+    if (rc >= 0) {
+        e->stats.frames_sent++;
+        e->stats.bytes_sent += len;
+        r->st.count = len;
+        r->conn_key = c->key;
+        if (rc == 0)
+            coc__complete(e, r, 0); /* written or copied */
+    }
+    return rc;
+}
+
+/* Start r as a rendezvous send on c: its envelope (RTS) goes; the bytes follow the CTS. */
+static int send_rts(coc_engine *e, coc_request *r, coc__dest *d, coc__conn *c, coc__hdr *hp,
+                    int keep)
+{
+    coc__hdr h = *hp;
+    h.type = COC__RTS;
+    h.total = r->len;
+    r->cookie = h.scookie = coc__rdv_alloc(e, r);
+    if (!r->cookie)
+        return -ENOMEM;
+    r->conn_key = c->key;
+    r->phase = COC__RDV;
+    r->keep = (uint8_t)keep;
+    h.flags = keep ? COC__FLAG_CONFIRM : 0;
+    int rc = coc__rel_stamp(e, d, &h, NULL, keep);
+    if (rc == 0)
+        rc = sent(d, keep, coc__conn_send(c, &h, NULL, NULL));
+    if (rc == 0)
+        e->stats.frames_sent++;
+    return rc;
+}
+
 static int isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const void *buf,
                  size_t len, uint8_t *joined, coc_iovec *iov, size_t niov, coc_request **out)
 {
@@ -111,43 +161,10 @@ static int isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, co
     coc__hdr h = {.context = context, .source = e->self, .dest = dest, .tag = tag};
     int keep = coc__rel_protected(e, d, dest); /* crosses a gateway: kept until acknowledged */
     coc__credit *cr = len <= e->cfg.eager_limit ? coc__credit_of(e, dest) : NULL;
-    if (cr && cr->avail >= coc__eager_cost(len)) {
-        cr->avail -= coc__eager_cost(len);
-        h.type = COC__EAGER;
-        h.len = (uint32_t)len;
-        h.total = len;
-        r->keep = (uint8_t)keep;
-        rc = coc__rel_stamp(e, d, &h, buf, keep);
-        if (rc == 0) /* a kept message is copied: once connected, the send completes at once */
-            rc = sent(d, keep, coc__conn_send(c, &h, buf, keep && c->state == COC__CS_OPEN ? NULL : r));
-        if (rc < 0)
-            cr->avail += coc__eager_cost(len);
-        if (rc >= 0) {
-            e->stats.frames_sent++;
-            e->stats.bytes_sent += len;
-            r->st.count = len;
-            r->conn_key = c->key;
-            if (rc == 0)
-                coc__complete(e, r, 0); /* written or copied */
-        }
-    } else {
-        h.type = COC__RTS;
-        h.total = len;
-        r->cookie = h.scookie = coc__rdv_alloc(e, r);
-        if (!r->cookie) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        r->conn_key = c->key;
-        r->phase = COC__RDV;
-        r->keep = (uint8_t)keep;
-        h.flags = keep ? COC__FLAG_CONFIRM : 0;
-        rc = coc__rel_stamp(e, d, &h, NULL, keep);
-        if (rc == 0)
-            rc = sent(d, keep, coc__conn_send(c, &h, NULL, NULL));
-        if (rc == 0)
-            e->stats.frames_sent++;
-    }
+    if (cr && cr->avail >= coc__eager_cost(len))
+        rc = send_eager(e, r, d, c, cr, &h, keep);
+    else
+        rc = send_rts(e, r, d, c, &h, keep);
 out:
     if (rc < 0) {
         coc__rdv_free(e, r->cookie);

@@ -285,6 +285,140 @@ int coc__stream_out(coc_engine *e, coc_request *s, uint64_t total, uint64_t rcoo
     return 0;
 }
 
+/* EAGER: matched, its payload is read into the receive; else into an unexpected message. */
+static int eager_begin(coc__conn *c, const coc__hdr *h)
+{
+    coc_engine *e = c->e;
+    int rc;
+    if ((rc = credit_take(c, h)) < 0)
+        return rc;
+    coc_request *r = coc__posted_take(e, h->source, h->context, h->tag);
+    if (r && sink_alloc(r, h->total) < 0) {
+        coc__posted_add(e, r); /* keep it; this connection fails */
+        return -ENOMEM;
+    }
+    if (r) {
+        coc__fill_status(r, h->source, h->context, h->tag, h->total);
+        r->phase = COC__MATCHED;
+        r->conn_key = c->key;
+        r->busy = 1;
+        c->rreq = r;
+        c->sink = r->rbuf;
+        c->sink_cap = r->len;
+    } else {
+        coc__umsg *u = calloc(1, sizeof *u);
+        uint8_t *data = coc__buf_alloc(h->total);
+        if (!u || !data) {
+            free(u);
+            free(data);
+            return -ENOMEM;
+        }
+        *u = (coc__umsg){.type = COC__EAGER, .source = h->source, .context = h->context,
+                         .tag = h->tag, .total = h->total, .conn_key = c->key, .data = data};
+        c->rumsg = u;
+        c->sink = data;
+        c->sink_cap = h->total;
+    }
+    return 0;
+}
+
+/* RTS: a matching receive asks for the bytes (CTS); else the envelope waits, unexpected. */
+static int rts_begin(coc__conn *c, const coc__hdr *h)
+{
+    coc_engine *e = c->e;
+    coc_request *r = coc__posted_take(e, h->source, h->context, h->tag);
+    if (r) {
+        coc__rdv_accept(e, r, h->source, h->context, h->tag, h->total, h->scookie, c->key, h->flags);
+        return 0;
+    }
+    coc__umsg *u = calloc(1, sizeof *u);
+    if (!u)
+        return -ENOMEM;
+    *u = (coc__umsg){.type = COC__RTS, .source = h->source, .context = h->context,
+                     .tag = h->tag, .total = h->total, .scookie = h->scookie,
+                     .conn_key = c->key, .flags = h->flags};
+    coc__unexp_add(e, u);
+    return 0;
+}
+
+/* DATA: a fragment of a rendezvous transfer, read into its place in the receive buffer. */
+static int data_begin(coc__conn *c, const coc__hdr *h)
+{
+    coc_engine *e = c->e;
+    coc_request *r = coc__rdv_lookup(e, h->rcookie);
+    if (!r && coc__rdv_spent(e, h->rcookie)) {
+        /* its receive already ended (done, or failed: a stripe's path died): read and
+         * drop. Bytes sent again for a done receive mean its DONE did not get through:
+         * send again what the sender has not acknowledged (once per restream) */
+        coc__credit *cr = h->offset ? NULL : coc__map_get(&e->credits, h->source);
+        if (cr && !coc__list_empty(&cr->kept))
+            coc__rel_resend(e, h->source);
+        return 0;
+    }
+    if (!r || r->kind != COC__RECV || r->phase != COC__RDV || (uint32_t)r->st.source != h->source ||
+        h->total != r->want)
+        return bad(c, "data fragment for no pending receive");
+    if (r->keep && coc__rel_fragment(r, h, 0)) {
+        c->rdrop = 1; /* sent again after a failover, but it came the first time */
+        e->stats.duplicates_dropped++;
+        return 0;
+    }
+    r->busy++; /* stripes: several connections may be mid-fragment into it */
+    c->rreq = r;
+    c->sink = r->rbuf + h->offset;
+    c->sink_cap = h->len;
+    return 0;
+}
+
+/* ERROR: an endpoint is lost (a gateway says so), or one transfer failed at its sender. */
+static void error_heard(coc__conn *c, const coc__hdr *h)
+{
+    coc_engine *e = c->e;
+    if (!h->rcookie) {
+        /* from a gateway that cannot reach the source: another gateway may (failover) */
+        if (c->peer_id == h->source || !coc__rel_avoid(e, h->source, c->peer_id))
+            coc__lost_id(e, h->source, h->tag);
+        return;
+    }
+    coc_request *r = coc__rdv_lookup(e, h->rcookie); /* one transfer failed at its sender */
+    if (r && r->kind == COC__RECV && r->phase == COC__RDV && (uint32_t)r->st.source == h->source) {
+        coc__log(e, "endpoint %u could not send the bytes of a message (tag %d): a path of its "
+                 "large route is lost", h->source, r->st.tag);
+        coc__fail_request(e, r, r->st.source, COC_EPEERLOST);
+    }
+}
+
+/* CREDIT: a cumulative count: what it adds to the last one heard; an old or repeated count
+ * adds nothing, and never above the whole credit, whatever a peer claims. */
+static void credit_heard(coc_engine *e, const coc__hdr *h)
+{
+    coc__credit *cr = coc__credit_of(e, h->source);
+    uint64_t more = cr ? (h->total - cr->seen) % COC__CREDIT_MOD : 0;
+    if (cr && more <= e->credit) {
+        cr->seen = h->total;
+        cr->avail = more > e->credit - cr->avail ? e->credit : cr->avail + more;
+    }
+}
+
+/* DONE: the receiver of a kept rendezvous send has all its bytes. */
+static void done_heard(coc_engine *e, const coc__hdr *h)
+{
+    coc_request *r = coc__rdv_lookup(e, h->scookie);
+    if (r && r->kind == COC__SEND && r->keep && (uint32_t)r->peer == h->source) {
+        r->confirmed = 1;
+        coc__rdv_free(e, r->cookie);
+        r->cookie = 0;
+        if (!r->busy) {
+            r->st.count = r->len;
+            coc__complete(e, r, 0);
+        }
+    } else {
+        /* taken by the sequence layer (acknowledged), so never sent again: say so */
+        coc__log(e, "endpoint %u confirmed a transfer this endpoint does not know (handle "
+                 "%llx): ignored", h->source, (unsigned long long)h->scookie);
+    }
+}
+
 int coc__frame_begin(coc__conn *c)
 {
     coc_engine *e = c->e;
@@ -301,53 +435,10 @@ int coc__frame_begin(coc__conn *c)
     }
     switch (h->type) {
     case COC__EAGER:
-        if ((rc = credit_take(c, h)) < 0)
-            break;
-        r = coc__posted_take(e, h->source, h->context, h->tag);
-        if (r && sink_alloc(r, h->total) < 0) {
-            coc__posted_add(e, r); /* keep it; this connection fails */
-            rc = -ENOMEM;
-            break;
-        }
-        if (r) {
-            coc__fill_status(r, h->source, h->context, h->tag, h->total);
-            r->phase = COC__MATCHED;
-            r->conn_key = c->key;
-            r->busy = 1;
-            c->rreq = r;
-            c->sink = r->rbuf;
-            c->sink_cap = r->len;
-        } else {
-            coc__umsg *u = calloc(1, sizeof *u);
-            uint8_t *data = coc__buf_alloc(h->total);
-            if (!u || !data) {
-                free(u);
-                free(data);
-                rc = -ENOMEM;
-                break;
-            }
-            *u = (coc__umsg){.type = COC__EAGER, .source = h->source, .context = h->context,
-                             .tag = h->tag, .total = h->total, .conn_key = c->key, .data = data};
-            c->rumsg = u;
-            c->sink = data;
-            c->sink_cap = h->total;
-        }
+        rc = eager_begin(c, h);
         break;
     case COC__RTS:
-        r = coc__posted_take(e, h->source, h->context, h->tag);
-        if (r) {
-            coc__rdv_accept(e, r, h->source, h->context, h->tag, h->total, h->scookie, c->key, h->flags);
-        } else {
-            coc__umsg *u = calloc(1, sizeof *u);
-            if (!u) {
-                rc = -ENOMEM;
-                break;
-            }
-            *u = (coc__umsg){.type = COC__RTS, .source = h->source, .context = h->context,
-                             .tag = h->tag, .total = h->total, .scookie = h->scookie,
-                             .conn_key = c->key, .flags = h->flags};
-            coc__unexp_add(e, u);
-        }
+        rc = rts_begin(c, h);
         break;
     case COC__CTS:
         r = coc__rdv_lookup(e, h->scookie);
@@ -357,59 +448,17 @@ int coc__frame_begin(coc__conn *c)
             rc = start_stream(e, r, h);
         break;
     case COC__DATA:
-        r = coc__rdv_lookup(e, h->rcookie);
-        if (!r && coc__rdv_spent(e, h->rcookie)) {
-            /* its receive already ended (done, or failed: a stripe's path died): read and
-             * drop. Bytes sent again for a done receive mean its DONE did not get through:
-             * send again what the sender has not acknowledged (once per restream) */
-            coc__credit *cr = h->offset ? NULL : coc__map_get(&e->credits, h->source);
-            if (cr && !coc__list_empty(&cr->kept))
-                coc__rel_resend(e, h->source);
-            break;
-        }
-        if (!r || r->kind != COC__RECV || r->phase != COC__RDV || (uint32_t)r->st.source != h->source ||
-            h->total != r->want) {
-            rc = bad(c, "data fragment for no pending receive");
-            break;
-        }
-        if (r->keep && coc__rel_fragment(r, h, 0)) {
-            c->rdrop = 1; /* sent again after a failover, but it came the first time */
-            e->stats.duplicates_dropped++;
-            break;
-        }
-        r->busy++; /* stripes: several connections may be mid-fragment into it */
-        c->rreq = r;
-        c->sink = r->rbuf + h->offset;
-        c->sink_cap = h->len;
+        rc = data_begin(c, h);
         break;
     case COC__ERROR:
-        if (!h->rcookie) {
-            /* from a gateway that cannot reach the source: another gateway may (failover) */
-            if (c->peer_id == h->source || !coc__rel_avoid(e, h->source, c->peer_id))
-                coc__lost_id(e, h->source, h->tag);
-            break;
-        }
-        r = coc__rdv_lookup(e, h->rcookie); /* one transfer failed at its sender */
-        if (r && r->kind == COC__RECV && r->phase == COC__RDV && (uint32_t)r->st.source == h->source) {
-            coc__log(e, "endpoint %u could not send the bytes of a message (tag %d): a path of its "
-                     "large route is lost", h->source, r->st.tag);
-            coc__fail_request(e, r, r->st.source, COC_EPEERLOST);
-        }
+        error_heard(c, h);
         break;
     case COC__BYE:
         c->bye = 1;
         break;
-    case COC__CREDIT: {
-        /* a cumulative count: what it adds to the last one heard; an old or repeated count
-         * adds nothing, and never above the whole credit, whatever a peer claims */
-        coc__credit *cr = coc__credit_of(e, h->source);
-        uint64_t more = cr ? (h->total - cr->seen) % COC__CREDIT_MOD : 0;
-        if (cr && more <= e->credit) {
-            cr->seen = h->total;
-            cr->avail = more > e->credit - cr->avail ? e->credit : cr->avail + more;
-        }
+    case COC__CREDIT:
+        credit_heard(e, h);
         break;
-    }
     case COC__PATH: /* frames to h->source died on the way (a gateway's lost hop, a gap) */
         coc__log(e, "frames to endpoint %u were lost on the way (reported through %s): sending "
                  "again what it has not acknowledged", h->source, c->name);
@@ -418,20 +467,7 @@ int coc__frame_begin(coc__conn *c)
     case COC__PING:
         break;
     case COC__DONE:
-        r = coc__rdv_lookup(e, h->scookie);
-        if (r && r->kind == COC__SEND && r->keep && (uint32_t)r->peer == h->source) {
-            r->confirmed = 1;
-            coc__rdv_free(e, r->cookie);
-            r->cookie = 0;
-            if (!r->busy) {
-                r->st.count = r->len;
-                coc__complete(e, r, 0);
-            }
-        } else {
-            /* taken by the sequence layer (acknowledged), so never sent again: say so */
-            coc__log(e, "endpoint %u confirmed a transfer this endpoint does not know (handle "
-                     "%llx): ignored", h->source, (unsigned long long)h->scookie);
-        }
+        done_heard(e, h);
         break;
     }
     pthread_mutex_unlock(&e->lock);

@@ -53,34 +53,9 @@ void coc__hdr_encode(const coc__hdr *h, uint8_t out[COC__HDR_LEN])
         return COC_EPROTO; \
     } while (0)
 
-int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **why)
+/* The fields each frame type must and must not carry. */
+static int type_check(const coc__hdr *h, const char **why)
 {
-    if (in[0] != COC__WIRE_MAGIC)
-        BAD("bad frame magic");
-    if (in[1] != COC__WIRE_VERSION)
-        BAD("unsupported frame version");
-    h->type = in[2];
-    h->flags = in[3];
-    h->context = get32(in + 4);
-    h->source = get32(in + 8);
-    h->dest = get32(in + 12);
-    h->tag = (int32_t)get32(in + 16);
-    h->len = get32(in + 20);
-    h->seq = get64(in + 24);
-    h->offset = get64(in + 32);
-    h->total = get64(in + 40);
-    h->scookie = get64(in + 48);
-    h->rcookie = get64(in + 56);
-    if (h->type < COC__EAGER || h->type >= COC__TYPE_LAST)
-        BAD("unknown frame type");
-    if (h->flags & ~(h->type == COC__RTS ? 0x1 : 0))
-        BAD("unknown frame flags"); /* RTS bit 0: answer DONE */
-    if (h->source == h->dest)
-        BAD("frame source equals destination");
-    if (h->len > COC__MAX_PAYLOAD)
-        BAD("payload length above the maximum");
-    if (h->total > COC__MAX_MESSAGE)
-        BAD("total length above the maximum");
     switch (h->type) {
     case COC__EAGER:
         if (h->tag < 0)
@@ -139,6 +114,37 @@ int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **wh
         break;
     }
     return 0;
+}
+
+int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **why)
+{
+    if (in[0] != COC__WIRE_MAGIC)
+        BAD("bad frame magic");
+    if (in[1] != COC__WIRE_VERSION)
+        BAD("unsupported frame version");
+    h->type = in[2];
+    h->flags = in[3];
+    h->context = get32(in + 4);
+    h->source = get32(in + 8);
+    h->dest = get32(in + 12);
+    h->tag = (int32_t)get32(in + 16);
+    h->len = get32(in + 20);
+    h->seq = get64(in + 24);
+    h->offset = get64(in + 32);
+    h->total = get64(in + 40);
+    h->scookie = get64(in + 48);
+    h->rcookie = get64(in + 56);
+    if (h->type < COC__EAGER || h->type >= COC__TYPE_LAST)
+        BAD("unknown frame type");
+    if (h->flags & ~(h->type == COC__RTS ? 0x1 : 0))
+        BAD("unknown frame flags"); /* RTS bit 0: answer DONE */
+    if (h->source == h->dest)
+        BAD("frame source equals destination");
+    if (h->len > COC__MAX_PAYLOAD)
+        BAD("payload length above the maximum");
+    if (h->total > COC__MAX_MESSAGE)
+        BAD("total length above the maximum");
+    return type_check(h, why);
 }
 
 static const uint8_t hello_magic[4] = {'C', 'O', 'C', 'H'};
