@@ -3,7 +3,8 @@
  * completion, stats, log), progress.c (the progress thread), wait.c (coc_wait and
  * friends), peers.c (addresses, peers, routes), conn.c, conn_rx.c and conn_tx.c (a
  * connection: set-up and end, reading, writing), handshake.c (its first bytes), match.c
- * (queues), protocol.c (eager/rendezvous and failures), reliable.c (failover) and
+ * (queues), post.c (posting sends and receives), protocol.c (eager/rendezvous frames),
+ * failures.c (lost peers fail requests), reliable.c (failover) and
  * forward.c (gateway mode).
  *
  * Locks. Two mutexes, always taken in this order:
@@ -294,7 +295,7 @@ struct coc_engine {
     int ofd;                           /* outer poller of the progress thread: pfd + wfd */
     pthread_mutex_t spin_lock;         /* guards spinners and arming pfd in ofd */
     int spinners;                      /* threads polling pfd themselves right now */
-    _Atomic int64_t spin_budget;       /* adaptive spin of coc_wait, ns (engine.c) */
+    _Atomic int64_t spin_budget;       /* adaptive spin of coc_wait, ns (wait.c) */
     _Atomic uint64_t waits[4];         /* how waits ended: at once, spun, polled, slept */
     _Atomic uint64_t spun_ns;          /* time waiters spent spinning */
     _Atomic uint64_t waits_contended;  /* spins cut short: another thread wanted the CPU */
@@ -473,7 +474,7 @@ void coc__rel_liveness(coc_engine *e);                /* lock: ping quiet, drop 
 void coc__rel_forget(coc__credit *cr);                /* free kept frames */
 /* A DATA fragment for receive r (keep): 1 when it arrived before; mark = 1 records it. */
 int coc__rel_fragment(coc_request *r, const coc__hdr *h, int mark);
-/* protocol.c helpers reliable.c uses */
+/* protocol.c and failures.c steps reliable.c uses */
 int coc__stream_out(coc_engine *e, coc_request *s, uint64_t total, uint64_t rcookie);
 /* Receive r after a payload read into it ended (read, or undone with its connection): once
  * nothing is mid-read, it fails if doomed, or completes when every byte came (a kept one
