@@ -24,7 +24,7 @@ _USAGE = "usage: python -m coc (program.py | -m module) [args ...]"
 CONSEQUENCE_GRACE = 1.0
 
 
-def _who():
+def _who() -> str:
     """Return how this process is named in messages: ``rank 1 (site b, host b1)``."""
     rank = os.environ.get("COC_RANK")
     if rank is None:
@@ -37,7 +37,7 @@ def _launcher_frame(filename):
     return filename in (__file__, runpy.__file__) or filename.startswith("<frozen runpy")
 
 
-def _exit_now(code):
+def _exit_now(code) -> None:
     """Flush stdout and stderr and end the process with ``code``, skipping exit handlers."""
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -47,7 +47,7 @@ def _exit_now(code):
     os._exit(code)
 
 
-def _abort(exc):
+def _abort(exc) -> None:
     """Print ``exc``'s traceback tagged with the rank and end the process now with 1."""
     who = _who()
     tb = exc.__traceback__
@@ -70,7 +70,7 @@ def _exit_code(code):
     return 1
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     """Run the program named by ``argv`` (default ``sys.argv[1:]``) as ``__main__``."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv == ["-m"]:

@@ -18,7 +18,7 @@ __all__ = ["main"]
 _COMMAND_MODULES = ("coc.topology.cli", "coc.testbed.cli", "coc.bench.cli", "coc.doctor.cli")
 
 
-def _version(args):
+def _version(args) -> int:
     from coc._native import engine
 
     print(f"coc {coc.__version__} (engine {engine.version()})")

@@ -39,14 +39,14 @@ class _StopSignals:
     never stopped). A second signal takes the default action, so a stuck shutdown still ends.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.fd, self._wfd = os.pipe()
         os.set_blocking(self._wfd, False)
         self.signum = None
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
 
-    def _on_signal(self, signum, frame):
+    def _on_signal(self, signum, frame) -> None:
         self.signum = signum
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -136,7 +136,7 @@ def parse_config(doc):
             "log_interval": log_interval}
 
 
-def apply_update(eng, peers, routes, connect=()):
+def apply_update(eng, peers, routes, connect=()) -> None:
     """Give the engine its peers' addresses, then its routes; connect to ``connect`` now."""
     for pid, address in peers.items():
         eng.add_peer(pid, address)
@@ -190,12 +190,12 @@ def _parse_connect(doc):
     return hops
 
 
-def _reply(message):
+def _reply(message) -> None:
     """Send one message to the driver on stdout."""
     protocol.write_message(1, message)
 
 
-def _move_log(eng):
+def _move_log(eng) -> None:
     for line in eng.take_log():
         log.warning("%s", line)
 
@@ -280,7 +280,7 @@ def serve(eng, reader, log_interval, stop_fd=None):
             _handle(eng, message)
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     """Run the gateway daemon; return its exit code."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"coc.gateway[{os.getpid()}] %(levelname)s %(message)s")
@@ -325,7 +325,7 @@ def main(argv=None):
     return 0
 
 
-def _end_by(signum):
+def _end_by(signum) -> None:
     """End the process by ``signum`` (default action), so its parent sees what ended it.
 
     A daemon killed by a signal that exited with code 0 would look like a clean end.

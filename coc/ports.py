@@ -68,7 +68,7 @@ def parse_port_range(value):
     return low, high
 
 
-def format_port_range(port_range):
+def format_port_range(port_range) -> str:
     """Return ``"41000-41100"`` for ``(41000, 41100)`` (``"any"`` for no range).
 
     Examples

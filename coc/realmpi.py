@@ -37,7 +37,7 @@ def installed():
     return next((f for f in sys.meta_path if isinstance(f, Hook)), None)
 
 
-def available():
+def available() -> bool:
     """Return True when the real mpi4py is installed (looked up on ``sys.path`` only)."""
     return importlib.machinery.PathFinder.find_spec("mpi4py") is not None
 

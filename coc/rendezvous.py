@@ -179,7 +179,7 @@ def serve_control(engine, describe):
     return thread
 
 
-def _control_loop(sock, reader, engine, describe):
+def _control_loop(sock, reader, engine, describe) -> None:
     while True:
         try:
             message = _next(reader)

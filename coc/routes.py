@@ -88,7 +88,7 @@ def parse_routes(routes, where="route table"):
     return parsed
 
 
-def apply_routes(eng, routes):
+def apply_routes(eng, routes) -> None:
     """Set the parsed ``routes`` on engine ``eng`` (one call per destination when the
     classes agree, else one per class)."""
     for dest, classes in routes.items():
@@ -131,7 +131,7 @@ def delay_table(doc, where):
     return table
 
 
-def apply_delays(eng, delays):
+def apply_delays(eng, delays) -> None:
     """Hold every frame ``eng`` sends to each peer of ``delays`` for its seconds."""
     for peer, seconds in delays.items():
         eng.set_peer_delay(peer, seconds)
@@ -166,7 +166,7 @@ def wire_table(doc, where):
     return table
 
 
-def apply_wire(eng, wire):
+def apply_wire(eng, wire) -> None:
     """Give the connections ``eng`` makes to each peer of ``wire`` its record layer (before
     any of them is dialed)."""
     for peer, entry in wire.items():

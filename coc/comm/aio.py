@@ -21,17 +21,17 @@ POLL_INTERVAL = 0.0005
 class _Watcher:
     """Waits on one engine's fd in one event loop for the requests awaited there."""
 
-    def __init__(self, loop, port):
+    def __init__(self, loop, port) -> None:
         self.loop, self.port, self.fd = loop, port, port.fileno()
         self.waiting = []                 # (request, future, status)
         self.poll, self.timer = port.polls, None
         loop.add_reader(self.fd, self.readable)
 
-    def readable(self):
+    def readable(self) -> None:
         self.port.drain()
         self.check()
 
-    def check(self):
+    def check(self) -> None:
         """Advance every awaited request; settle the futures of finished ones."""
         still = []
         for request, future, status in self.waiting:
@@ -51,7 +51,7 @@ class _Watcher:
         elif self.poll and self.timer is None:  # the site's MPI has no fd: poll it
             self.timer = self.loop.call_later(POLL_INTERVAL, self.tick)
 
-    def tick(self):
+    def tick(self) -> None:
         self.timer = None
         self.check()
 

@@ -14,7 +14,7 @@ __all__ = ["IN_PLACE", "as_array", "as_vector", "contiguous"]
 class _InPlace:
     """Marker: the receive buffer also holds this rank's input (``MPI.IN_PLACE``)."""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "coc.IN_PLACE"
 
 

@@ -35,7 +35,7 @@ class Op:
     ('abc', 5, (3, 0))
     """
 
-    def __init__(self, function, commute=True, array_function=None, name=None):
+    def __init__(self, function, commute=True, array_function=None, name=None) -> None:
         self.function, self.commute = function, commute
         self.array_function = array_function or function
         self.name = name or getattr(function, "__name__", "user op")
@@ -49,7 +49,7 @@ class Op:
         """Return True when the operands may be swapped."""
         return self.commute
 
-    def Free(self):
+    def Free(self) -> None:
         """Release the operation (nothing to release)."""
 
     def __call__(self, a, b):
@@ -68,7 +68,7 @@ class Op:
         acc[...] = self.array_function(a, b)
         return acc
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<coc.Op {self.name}>"
 
 

@@ -19,7 +19,7 @@ class Status:
 
     __slots__ = ("source", "tag", "count", "error", "cancelled")
 
-    def __init__(self, source=-1, tag=-1, count=0):
+    def __init__(self, source=-1, tag=-1, count=0) -> None:
         self.source, self.tag, self.count = source, tag, count
         self.error, self.cancelled = 0, False
 
@@ -48,12 +48,12 @@ class Status:
         """Return True when the receive was cancelled."""
         return self.cancelled
 
-    def _fill(self, other):
+    def _fill(self, other) -> None:
         if other is not None:
             self.source, self.tag, self.count = other.source, other.tag, other.count
             self.error, self.cancelled = other.error, other.cancelled
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Status(source={self.source}, tag={self.tag}, count={self.count})"
 
 
@@ -86,14 +86,14 @@ class Request:
     Built by the communicator from a generator; see the module docstring.
     """
 
-    def __init__(self, steps, comm=None):
+    def __init__(self, steps, comm=None) -> None:
         self._steps, self._comm = steps, comm
         self._parts, self._value, self._status, self._error = [], None, None, None
         self._done = False
         self._step(None)
 
     # -- driving the generator ------------------------------------------------------------
-    def _step(self, statuses=None, error=None):
+    def _step(self, statuses=None, error=None) -> None:
         """Resume the generator with the statuses of its parts, or throw a part's error in."""
         try:
             if error is None:
@@ -106,7 +106,7 @@ class Request:
             self._error = self._translate(exc)
             self._done, self._parts = True, []
 
-    def _finish(self, value):
+    def _finish(self, value) -> None:
         self._done, self._parts = True, []
         if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], Status):
             self._value, self._status = value
@@ -116,7 +116,7 @@ class Request:
     def _translate(self, exc):
         return translate(self._comm, exc)
 
-    def _progress(self):
+    def _progress(self) -> bool:
         """Advance without blocking; return True once complete."""
         while not self._done:
             statuses = []
@@ -163,7 +163,7 @@ class Request:
             return True, self._result(status)
         return False, None
 
-    def Wait(self, status=None, timeout=None):
+    def Wait(self, status=None, timeout=None) -> bool:
         """Block until complete; fill ``status``; return True."""
         self.wait(status, timeout)
         return True
@@ -194,7 +194,7 @@ class Request:
 
     Cancel = cancel
 
-    def Free(self):
+    def Free(self) -> None:
         """Forget the request (the engine still completes it)."""
 
     @property
@@ -220,12 +220,12 @@ class Single(Request):
     engine requests themselves.
     """
 
-    def __init__(self, part, comm, receive):
+    def __init__(self, part, comm, receive) -> None:
         self._steps, self._comm, self._receive = None, comm, receive
         self._parts, self._value, self._status, self._error = [part], None, None, None
         self._done = False
 
-    def _step(self, statuses=None, error=None):
+    def _step(self, statuses=None, error=None) -> None:
         self._done, self._parts = True, []
         if error is not None:
             self._error = self._translate(error)
@@ -302,7 +302,7 @@ def waitany(requests, status=None, timeout=None):
             time.sleep(min(left, 0.001))
 
 
-def _all_done(requests, statuses=None):
+def _all_done(requests, statuses=None) -> bool:
     waitall(requests, statuses)
     return True
 

@@ -22,7 +22,7 @@ __all__ = ["SiteMPI", "MPIComm", "PartStatus", "pause"]
 _POLL_SLEEP = 20e-6      # seconds between polls of a receive that waits on two transports
 
 
-def pause():
+def pause() -> None:
     """Yield the CPU briefly while polling two transports."""
     time.sleep(_POLL_SLEEP)
 
@@ -32,14 +32,14 @@ class PartStatus:
 
     __slots__ = ("source", "tag", "context", "count")
 
-    def __init__(self, source, tag, context, count):
+    def __init__(self, source, tag, context, count) -> None:
         self.source, self.tag, self.context, self.count = source, tag, context, count
 
 
 class _MPIPart:
     """An MPI request shaped like an engine request (``test``, ``wait``, ``cancel``)."""
 
-    def __init__(self, mpi, request, context, peer, capacity=None):
+    def __init__(self, mpi, request, context, peer, capacity=None) -> None:
         self.mpi, self.request, self.context = mpi, request, context
         self.peer, self.capacity = peer, capacity
 
@@ -85,7 +85,7 @@ class _ProbedPart:
     whichever of them is tested, as MPI's posted receives match in posting order.
     """
 
-    def __init__(self, comm, buf, source, tag, slot):
+    def __init__(self, comm, buf, source, tag, slot) -> None:
         self.comm, self.buf, self.tag, self.slot = comm, buf, tag, slot
         self.source = source                     # world rank, or -1
         self.inner, self.cancelled, self.data = None, False, None
@@ -121,7 +121,7 @@ class _ProbedPart:
         world rank ``source``."""
         return self.slot == slot and self.tag in (-1, tag) and self.source in (-1, source)
 
-    def _receive(self, mpi, source, tag, count):
+    def _receive(self, mpi, source, tag, count) -> None:
         """Start the real receive of the probed message (exact source and tag)."""
         comm, context = self.comm, self.comm.context + self.slot
         if not mpi:
@@ -143,14 +143,14 @@ class _ProbedPart:
         """Return the bytes received into memory of their size (a receive without ``buf``)."""
         return self.data if self.data is not None else self.inner.message()
 
-    def cancel(self):
+    def cancel(self) -> bool:
         if self.inner is None:
             self.cancelled = True
             return True
         return False
 
 
-def _claim(pending):
+def _claim(pending) -> None:
     """Give probed messages to the pending ANY_SOURCE receives ``pending`` (oldest first).
 
     A message goes to the oldest pending receive it matches, not to the one whose probe
@@ -193,7 +193,7 @@ def _poll(part, timeout):
 class SiteMPI:
     """The MPI job this process belongs to, seen from coc: which world ranks it reaches."""
 
-    def __init__(self, MPI, rank, site):
+    def __init__(self, MPI, rank, site) -> None:
         """``MPI`` is the real ``mpi4py.MPI``; collective over the MPI job."""
         self.MPI = MPI
         pairs = MPI.COMM_WORLD.allgather((rank, site))
@@ -224,7 +224,7 @@ class MPIComm:
     engine serves receives from any source (probed on both transports).
     """
 
-    def __init__(self, MPI, comms, members, engine, context):
+    def __init__(self, MPI, comms, members, engine, context) -> None:
         self.MPI, self.comms, self.engine, self.context = MPI, comms, engine, context
         self.world_of = members
         self.rank_of = {w: i for i, w in enumerate(members)}

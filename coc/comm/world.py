@@ -36,7 +36,7 @@ FINALIZE_TIMEOUT = float(os.environ.get("COC_FINALIZE_TIMEOUT", "60"))
 _state = {"comm": None, "finalized": False}
 
 
-def reset_counters():
+def reset_counters() -> None:
     """Set every counter of :data:`counters` back to zero."""
     for key in counters:
         counters[key] = 0
@@ -45,7 +45,7 @@ def reset_counters():
 class World:
     """The engine port of this process and what it knows of every rank of the job."""
 
-    def __init__(self, port, rank, size, site, host):
+    def __init__(self, port, rank, size, site, host) -> None:
         self.port, self.rank, self.size = port, rank, size
         self.site, self.host = site, host
         self.sites, self.hosts = [site] * size, [host] * size
@@ -60,7 +60,7 @@ class World:
         """Return the endpoint ids of the gateway daemons this rank sends through."""
         return [hop for hop in next_hops(self.routes) if hop >= self.size]
 
-    def count(self, dest, nbytes, site_mpi=False):
+    def count(self, dest, nbytes, site_mpi=False) -> None:
         """Count one message of ``nbytes`` to world rank ``dest``."""
         c = self.counters
         c["messages"] += 1
@@ -156,12 +156,12 @@ def init():
     return comm
 
 
-def initialized():
+def initialized() -> bool:
     """Return True between :func:`init` and :func:`finalize`."""
     return _state["comm"] is not None
 
 
-def finalize():
+def finalize() -> None:
     """Wait (bounded) for every rank to get here, then close the engine. Idempotent."""
     comm = _state["comm"]
     if comm is None:

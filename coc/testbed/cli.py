@@ -65,7 +65,7 @@ def describe(bed):
     return "\n".join(lines)
 
 
-def _up(args):
+def _up(args) -> int:
     with warnings.catch_warnings(record=True) as caught:   # one line each, as coc-run says them
         warnings.simplefilter("always", TopologyWarning)
         bed = tb.up(args.topology, name=args.name, scale=args.scale)
@@ -86,7 +86,7 @@ def _up(args):
     return 0
 
 
-def _down(args):
+def _down(args) -> int:
     names = [args.name] if args.name else tb.testbeds()
     if args.name is None and len(names) > 1 and not args.all:
         raise TestbedError(f"several testbeds are up ({', '.join(names)}): name one with "
@@ -100,7 +100,7 @@ def _down(args):
     return 0
 
 
-def _status(args):
+def _status(args) -> int:
     names = [args.name] if args.name else tb.testbeds()
     if not names:
         print("no testbed is up")
@@ -116,7 +116,7 @@ def _exec(args):
     return tb.attach(args.name).exec(args.host, command).returncode
 
 
-def register(subparsers):
+def register(subparsers) -> None:
     """Add ``coc testbed`` and its sub-commands to the ``coc`` parser."""
     p = subparsers.add_parser(
         "testbed", help="build a topology as network namespaces on this machine (root)",

@@ -26,7 +26,7 @@ def _require_nft():
                            "nftables) on PATH")
 
 
-def block_inbound(namespace, devs, ports=None):
+def block_inbound(namespace, devs, ports=None) -> None:
     """Drop connection attempts (TCP SYN) arriving on ``devs`` in ``namespace``.
 
     ``ports`` (``(low, high)``) limits the rule to those destination ports (a blocked port
@@ -43,7 +43,7 @@ def block_inbound(namespace, devs, ports=None):
               input="\n".join(lines) + "\n", what=f"firewall in namespace {namespace}")
 
 
-def clear(namespace):
+def clear(namespace) -> None:
     """Remove coc's firewall rules from ``namespace`` (nothing when there are none)."""
     _require_nft()
     netns.run(["ip", "netns", "exec", namespace, "nft", "delete", "table", "inet", TABLE],

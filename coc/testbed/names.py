@@ -42,7 +42,7 @@ def check_name(name):
     return name
 
 
-def prefix(name):
+def prefix(name) -> str:
     """Return the prefix shared by every namespace of testbed ``name``.
 
     >>> prefix("two-sites")
@@ -79,7 +79,7 @@ def owned(name, namespaces):
     return [ns for ns in namespaces if ns.startswith(p)]
 
 
-def _hashed(tag, *parts):
+def _hashed(tag, *parts) -> str:
     digest = hashlib.sha1("\0".join(parts).encode()).hexdigest()
     return f"{tag}{digest[:IFNAMSIZ - len(tag)]}"
 

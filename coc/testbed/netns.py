@@ -63,7 +63,7 @@ def run(argv, *, input=None, what=None, check=True):
     return done
 
 
-def _failure(argv, input, done, what):
+def _failure(argv, input, done, what) -> str:
     message = done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}"
     command = shlex.join(argv)
     found = _FAILED_LINE.search(done.stderr)
@@ -99,12 +99,12 @@ def namespaces():
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def add_namespaces(names):
+def add_namespaces(names) -> None:
     """Create the namespaces ``names`` (all in one ``ip`` process)."""
     batch("ip", None, [f"netns add {n}" for n in names], what="creating namespaces")
 
 
-def delete_namespaces(names):
+def delete_namespaces(names) -> None:
     """Delete the namespaces ``names``, ignoring any that are already gone."""
     batch("ip", None, [f"netns del {n}" for n in names], force=True)
 

@@ -26,7 +26,7 @@ def path(name):
     return STATE_DIR / f"{check_name(name)}.json"
 
 
-def save(state):
+def save(state) -> None:
     """Write ``state`` (a dict with a ``name``) atomically."""
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     target = path(state["name"])
@@ -47,7 +47,7 @@ def load(name):
             from exc
 
 
-def remove(name):
+def remove(name) -> None:
     """Forget the state of testbed ``name`` (no error if there is none)."""
     with contextlib.suppress(FileNotFoundError):
         path(name).unlink()

@@ -114,12 +114,12 @@ def then(steps, finish):
 class Call:
     """The messages of one collective call on ``comm`` (see the module docstring)."""
 
-    def __init__(self, comm, kind, root=None, buffer=False):
+    def __init__(self, comm, kind, root=None, buffer=False) -> None:
         self.comm, self.kind, self.root, self.buffer = comm, kind, root, buffer
         self.tag = comm._next_collective_tag()
         self.sends = []
 
-    def send(self, value, dest):
+    def send(self, value, dest) -> None:
         """Start sending ``value`` (an object, or a NumPy array for buffer calls) to ``dest``."""
         if self.buffer:
             self.sends.append(transport.post(self.comm, contiguous(value), dest,
