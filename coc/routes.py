@@ -57,6 +57,8 @@ def _pairs(hops: Any, what: str) -> Hops:
     return pairs
 
 
+# The docstring's sections (numpydoc) are those of every public function documented so, as
+# coc.topology.route's: alike on purpose.
 def parse_routes(routes: object, where: str = "route table") -> Routes:
     """Check a route table document and return it with both size classes spelled out.
 

@@ -144,7 +144,8 @@ class Request:
         assert self._steps is not None  # only Single has none, and it steps itself
         try:
             if error is None:
-                self._parts = self._steps.send(statuses)  # type: ignore[arg-type]  # None starts it
+                # None starts the generator (its first send)
+                self._parts = self._steps.send(statuses)  # type: ignore[arg-type]
             else:
                 self._parts = self._steps.throw(error)
         except StopIteration as stop:

@@ -536,6 +536,7 @@ def library_path(name: str) -> Path:
                         f"has: {', '.join(library_names()) or 'nothing'}", name=name)
 
 
+# The docstring repeats from_dict's sections (numpydoc) on purpose: help(load) stands alone.
 def load(source: str | PathLike[str], *, check: bool = True) -> Topology:
     """Read a topology file, or a topology of the library by name, into a :class:`Topology`.
 

@@ -78,6 +78,7 @@ def parse_time(text: str | float) -> float:
     return _parse(text, _TIME, "time", "20us")
 
 
+# The docstring has parse_time's sections (numpydoc) on purpose: each stands alone in help().
 def parse_bandwidth(text: str | float) -> float:
     """Return the bytes per second that a bandwidth such as ``'10Gbit/s'`` stands for.
 
