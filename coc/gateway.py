@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TypedDict, Union
+from typing import Any, TypedDict, Union
 
 from coc import protocol
 from coc._native import engine as _engine
@@ -27,9 +27,6 @@ from coc.errors import CocError
 from coc.gatewayclient import GatewayProcess  # noqa: F401 (callers of coc.gateway find it here)
 from coc.routes import (Routes, Wire, apply_delays, apply_routes, apply_wire, delay_table,
                         parse_routes, wire_table)
-
-if TYPE_CHECKING:
-    from coc._engine import Engine
 
 __all__ = ["GatewayProcess", "parse_config", "apply_update", "serve", "main"]
 
@@ -156,7 +153,7 @@ def parse_config(doc: object) -> GatewayConfig:
             "log_interval": log_interval}
 
 
-def apply_update(eng: Engine, peers: Mapping[int, str], routes: Routes,
+def apply_update(eng: _engine.Engine, peers: Mapping[int, str], routes: Routes,
                  connect: Iterable[int] = ()) -> None:
     """Give the engine its peers' addresses, then its routes; connect to ``connect`` now."""
     for pid, address in peers.items():
@@ -170,7 +167,7 @@ def apply_update(eng: Engine, peers: Mapping[int, str], routes: Routes,
 DIAL_TIMEOUT = 10.0
 
 
-def dial(eng: Engine, hops: Sequence[int], peers: Mapping[int, str],
+def dial(eng: _engine.Engine, hops: Sequence[int], peers: Mapping[int, str],
          timeout: float = DIAL_TIMEOUT) -> None:
     """Connect to each next hop of ``hops`` now and wait until every link is up.
 
@@ -217,7 +214,7 @@ def _reply(message: dict[str, Any]) -> None:
     protocol.write_message(1, message)
 
 
-def _move_log(eng: Engine) -> None:
+def _move_log(eng: _engine.Engine) -> None:
     for line in eng.take_log():
         log.warning("%s", line)
 
@@ -225,7 +222,7 @@ def _move_log(eng: Engine) -> None:
 _UPDATE_KEYS = {"type", "peers", "routes", "connect", "dial", "dial_timeout"}
 
 
-def _handle(eng: Engine, message: dict[str, Any]) -> None:
+def _handle(eng: _engine.Engine, message: dict[str, Any]) -> None:
     """Act on one request after the configuration and answer it.
 
     ``update`` is applied and answered with ``ok`` and the current stats (with ``dial``:
@@ -288,7 +285,7 @@ def _next(reader: protocol.MessageReader, sel: selectors.BaseSelector, stop_fd: 
     return message
 
 
-def serve(eng: Engine, reader: protocol.MessageReader, log_interval: float,
+def serve(eng: _engine.Engine, reader: protocol.MessageReader, log_interval: float,
           stop_fd: int | None = None) -> str:
     """Answer requests from ``reader`` (a :class:`coc.protocol.MessageReader`) until EOF;
     move engine log lines to ``logging`` meanwhile.

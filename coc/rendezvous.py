@@ -38,7 +38,7 @@ from coc.errors import CocError, ControlError, LaunchError
 from coc.routes import Routes, Wire, delay_table, parse_routes, wire_table
 
 if TYPE_CHECKING:
-    from coc._engine import Engine
+    from coc._native import engine as _native
 
 __all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "serve_control",
            "shepherd"]
@@ -205,7 +205,7 @@ def rendezvous(address: str, environ: Mapping[str, str] | None = None) -> Rendez
     return info
 
 
-def serve_control(engine: Engine, describe: Describe) -> threading.Thread | None:
+def serve_control(engine: _native.Engine, describe: Describe) -> threading.Thread | None:
     """Answer coc-run over the rendezvous socket from a daemon thread, until it closes.
 
     ``status`` gets ``progress`` (bytes the engine has sent and received: it moves while
@@ -223,7 +223,7 @@ def serve_control(engine: Engine, describe: Describe) -> threading.Thread | None
     return thread
 
 
-def _control_loop(sock: socket.socket, reader: protocol.MessageReader, engine: Engine,
+def _control_loop(sock: socket.socket, reader: protocol.MessageReader, engine: _native.Engine,
                   describe: Describe) -> None:
     while True:
         try:
@@ -241,7 +241,7 @@ def _control_loop(sock: socket.socket, reader: protocol.MessageReader, engine: E
             return
 
 
-def _status(engine: Engine, describe: Describe) -> dict[str, Any]:
+def _status(engine: _native.Engine, describe: Describe) -> dict[str, Any]:
     """Return what a ``status`` answer carries besides its type and id."""
     try:
         stats = engine.stats()

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
-    from coc._engine import Engine
+    from coc._native import engine as _native
 
 __all__ = ["SIZE_CLASSES", "parse_routes", "apply_routes", "next_hops", "delay_table",
            "apply_delays", "wire_table", "apply_wire", "Hops", "Routes", "Wire"]
@@ -109,7 +109,7 @@ def parse_routes(routes: object, where: str = "route table") -> Routes:
     return parsed
 
 
-def apply_routes(eng: Engine, routes: Routes) -> None:
+def apply_routes(eng: _native.Engine, routes: Routes) -> None:
     """Set the parsed ``routes`` on engine ``eng`` (one call per destination when the
     classes agree, else one per class)."""
     for dest, classes in routes.items():
@@ -152,7 +152,7 @@ def delay_table(doc: object, where: str) -> dict[int, float]:
     return table
 
 
-def apply_delays(eng: Engine, delays: dict[int, float]) -> None:
+def apply_delays(eng: _native.Engine, delays: dict[int, float]) -> None:
     """Hold every frame ``eng`` sends to each peer of ``delays`` for its seconds."""
     for peer, seconds in delays.items():
         eng.set_peer_delay(peer, seconds)
@@ -187,7 +187,7 @@ def wire_table(doc: object, where: str) -> dict[int, Wire]:
     return table
 
 
-def apply_wire(eng: Engine, wire: dict[int, Wire]) -> None:
+def apply_wire(eng: _native.Engine, wire: dict[int, Wire]) -> None:
     """Give the connections ``eng`` makes to each peer of ``wire`` its record layer (before
     any of them is dialed)."""
     for peer, entry in wire.items():

@@ -40,6 +40,7 @@ class Part(Protocol):
 
     def test(self) -> Envelope | None: ...
     def wait(self, timeout: float | None = None) -> Envelope: ...
+    def message(self) -> Any: ...   # a receive without a buffer: the bytes (else None)
 
 
 #: An operation of several messages: a generator that yields the parts it waits for, is

@@ -22,8 +22,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from coc._engine import Engine, EngineRequest, Message
-    from coc.comm.request import Envelope
+    from coc.comm.request import Envelope, Part
 
 __all__ = ["SiteMPI", "MPIComm", "PartStatus", "pause"]
 
@@ -34,6 +33,14 @@ _MPI = Any
 
 class _Testable(Protocol):
     def test(self) -> Envelope | None: ...
+
+
+class _Engine(Protocol):
+    """What this module asks of the engine the port hands in (``coc._engine.Engine``)."""
+
+    def iprobe(self, source: int, tag: int, context: int) -> Envelope | None: ...
+    def irecv(self, buf: Any, source: int, tag: int, context: int) -> Part: ...
+    def irecv_alloc(self, source: int, tag: int, context: int) -> Part: ...
 
 _POLL_SLEEP = 20e-6      # seconds between polls of a receive that waits on two transports
 
@@ -109,7 +116,7 @@ class _ProbedPart:
     def __init__(self, comm: MPIComm, buf: Any, source: int, tag: int, slot: int) -> None:
         self.comm, self.buf, self.tag, self.slot = comm, buf, tag, slot
         self.source = source                     # world rank, or -1
-        self.inner: EngineRequest | _MPIPart | None = None
+        self.inner: Part | None = None
         self.cancelled = False
         self.data: Any = None                    # memory of the probed size (buf None)
         comm.any_parts.append(self)
@@ -162,7 +169,7 @@ class _ProbedPart:
     def wait(self, timeout: float | None = None) -> Envelope:
         return _poll(self, timeout)
 
-    def message(self) -> Message | Any | None:
+    def message(self) -> Any:
         """Return the bytes received into memory of their size (a receive without ``buf``)."""
         if self.data is not None:
             return self.data
@@ -224,7 +231,7 @@ class SiteMPI:
         pairs = MPI.COMM_WORLD.allgather((rank, site))
         self.mpi_rank_of = {r: i for i, (r, s) in enumerate(pairs) if s == site}
 
-    def communicator(self, ranks: Iterable[int], block: int, engine: Engine, context: int,
+    def communicator(self, ranks: Iterable[int], block: int, engine: _Engine, context: int,
                      slots: int) -> MPIComm | None:
         """Return the :class:`MPIComm` of a coc communicator of world ranks ``ranks``.
 
@@ -250,7 +257,7 @@ class MPIComm:
     engine serves receives from any source (probed on both transports).
     """
 
-    def __init__(self, MPI: _MPI, comms: list[_MPI], members: list[int], engine: Engine,
+    def __init__(self, MPI: _MPI, comms: list[_MPI], members: list[int], engine: _Engine,
                  context: int) -> None:
         self.MPI, self.comms, self.engine, self.context = MPI, comms, engine, context
         self.world_of = members
