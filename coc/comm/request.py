@@ -269,6 +269,8 @@ class Single(Request):
     engine requests themselves.
     """
 
+    _comm: Communicator                 # always set (a Request's may be None)
+
     def __init__(self, part: Part, comm: Communicator, receive: bool) -> None:
         self._steps, self._comm, self._receive = None, comm, receive
         self._parts, self._value, self._status, self._error = [part], None, None, None
@@ -279,9 +281,8 @@ class Single(Request):
         self._done, self._parts = True, []
         if error is not None:
             self._error = self._translate(error)
-        elif self._receive and statuses is not None:
-            assert self._comm is not None  # a Single always has its communicator
-            st = statuses[0]
+        elif self._receive:
+            st = statuses[0]  # type: ignore[index]  # a part completed: its status came
             self._status = Status(self._comm._rank_of(st.source), st.tag, st.count)
 
 
