@@ -152,6 +152,7 @@ def main(argv=None):
               f"resent {runs[-1]['resent']}, errors {runs[-1]['errors']}", flush=True)
     reference = {"elapsed": statistics.median(r["elapsed"] for r in references)}
     per_msg = reference["elapsed"] / args.messages
+    # the summary (printed, then --json) has the shape of every benchmark's: each stands alone
     print(f"\n{len(runs)} kill points ({signal.Signals(sig).name}, liveness "
           f"{args.liveness_ms} ms), {args.messages} messages each; load {os.getloadavg()[0]:.1f}")
     print(f"reference stream without a kill (median of {len(references)}, interleaved): "

@@ -8,11 +8,15 @@ never come, such as a final barrier), and other threads cannot keep it alive. ``
 sees the failure and stops the whole job, so the other ranks are not left blocked.
 """
 
+from __future__ import annotations
+
 import os
 import runpy
 import sys
 import time
 import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from coc.errors import PeerLost
 from coc.mpi4py import hook
@@ -24,7 +28,7 @@ _USAGE = "usage: python -m coc (program.py | -m module) [args ...]"
 CONSEQUENCE_GRACE = 1.0
 
 
-def _who():
+def _who() -> str:
     """Return how this process is named in messages: ``rank 1 (site b, host b1)``."""
     rank = os.environ.get("COC_RANK")
     if rank is None:
@@ -33,11 +37,11 @@ def _who():
             f"host {os.environ.get('COC_HOST', '?')})")
 
 
-def _launcher_frame(filename):
+def _launcher_frame(filename: str) -> bool:
     return filename in (__file__, runpy.__file__) or filename.startswith("<frozen runpy")
 
 
-def _exit_now(code):
+def _exit_now(code: int) -> None:
     """Flush stdout and stderr and end the process with ``code``, skipping exit handlers."""
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -47,7 +51,7 @@ def _exit_now(code):
     os._exit(code)
 
 
-def _abort(exc):
+def _abort(exc: BaseException) -> None:
     """Print ``exc``'s traceback tagged with the rank and end the process now with 1."""
     who = _who()
     tb = exc.__traceback__
@@ -62,7 +66,7 @@ def _abort(exc):
     _exit_now(1)
 
 
-def _exit_code(code):
+def _exit_code(code: object) -> int:
     """Return the status ``SystemExit(code)`` stands for, printing a message code as Python does."""
     if code is None or isinstance(code, int):
         return code or 0
@@ -70,13 +74,15 @@ def _exit_code(code):
     return 1
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the program named by ``argv`` (default ``sys.argv[1:]``) as ``__main__``."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv == ["-m"]:
         print(_USAGE, file=sys.stderr)
         return 2
     hook.install()           # under coc-run: `import mpi4py` gets coc's layer or a clear stop
+    run: Callable[..., dict[str, Any]]
+    kwargs: dict[str, Any]
     if argv[0] == "-m":
         target, sys.argv = argv[1], argv[1:]
         sys.path.insert(0, os.getcwd())          # as ``python -m module`` does

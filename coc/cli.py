@@ -5,9 +5,12 @@ Each part that has a command line (``coc.topology.cli``, ``coc.testbed.cli``,
 ``func`` on it; ``func(args)`` returns the exit code.
 """
 
+from __future__ import annotations
+
 import argparse
 import importlib
 import sys
+from collections.abc import Sequence
 
 import coc
 from coc.errors import CocError
@@ -18,7 +21,7 @@ __all__ = ["main"]
 _COMMAND_MODULES = ("coc.topology.cli", "coc.testbed.cli", "coc.bench.cli", "coc.doctor.cli")
 
 
-def _version(args):
+def _version(args: argparse.Namespace) -> int:
     from coc._native import engine
 
     print(f"coc {coc.__version__} (engine {engine.version()})")
@@ -28,7 +31,7 @@ def _version(args):
     return 0
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """Return the ``coc`` argument parser with every available sub-command."""
     parser = argparse.ArgumentParser(prog="coc", description=coc.__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -46,11 +49,12 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coc`` with ``argv`` (default ``sys.argv[1:]``) and return its exit code."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except CocError as exc:
         print(f"coc {args.command}: error: {exc}", file=sys.stderr)
         return 2

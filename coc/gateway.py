@@ -9,19 +9,24 @@ The driver's side (the messages, and :class:`~coc.gatewayclient.GatewayProcess`)
 :mod:`coc.gatewayclient`; the protocol is described in ``docs/engine.md``.
 """
 
+from __future__ import annotations
+
 import logging
 import os
 import selectors
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import FrameType
+from typing import Any, TypedDict, Union
 
 from coc import protocol
 from coc._native import engine as _engine
 from coc.errors import CocError
 from coc.gatewayclient import GatewayProcess  # noqa: F401 (callers of coc.gateway find it here)
-from coc.routes import (apply_delays, apply_routes, apply_wire, delay_table, parse_routes,
-                        wire_table)
+from coc.routes import (Routes, Wire, apply_delays, apply_routes, apply_wire, delay_table,
+                        parse_routes, wire_table)
 
 __all__ = ["GatewayProcess", "parse_config", "apply_update", "serve", "main"]
 
@@ -39,14 +44,14 @@ class _StopSignals:
     never stopped). A second signal takes the default action, so a stuck shutdown still ends.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.fd, self._wfd = os.pipe()
         os.set_blocking(self._wfd, False)
-        self.signum = None
+        self.signum: int | None = None
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
 
-    def _on_signal(self, signum, frame):
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.signum = signum
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -56,12 +61,24 @@ class _StopSignals:
             pass
 
     @property
-    def name(self):
+    def name(self) -> str | None:
         """The received signal's name (``"SIGTERM"``), or None."""
         return None if self.signum is None else signal.Signals(self.signum).name
 
 
-def _int_keys(mapping, what):
+class GatewayConfig(TypedDict):
+    """What :func:`parse_config` makes of a gateway's configuration message."""
+
+    engine: dict[str, Any]           # keyword arguments of coc._engine.Engine
+    peers: dict[int, str]            # endpoint id -> address
+    routes: Routes
+    delays: dict[int, float]
+    wire: dict[int, Wire]
+    connect: list[int]
+    log_interval: float
+
+
+def _int_keys(mapping: object, what: str) -> dict[int, Any]:
     """Return ``mapping`` with its keys (endpoint ids as JSON strings) turned into ints."""
     if not isinstance(mapping, dict):
         raise ValueError(f"gateway config: '{what}' must be an object of endpoint id -> ..., "
@@ -73,7 +90,7 @@ def _int_keys(mapping, what):
                          f"{exc}") from None
 
 
-def parse_config(doc):
+def parse_config(doc: object) -> GatewayConfig:
     """Check the first JSON document and return keyword arguments for the gateway.
 
     Parameters
@@ -136,7 +153,8 @@ def parse_config(doc):
             "log_interval": log_interval}
 
 
-def apply_update(eng, peers, routes, connect=()):
+def apply_update(eng: _engine.Engine, peers: Mapping[int, str], routes: Routes,
+                 connect: Iterable[int] = ()) -> None:
     """Give the engine its peers' addresses, then its routes; connect to ``connect`` now."""
     for pid, address in peers.items():
         eng.add_peer(pid, address)
@@ -149,7 +167,8 @@ def apply_update(eng, peers, routes, connect=()):
 DIAL_TIMEOUT = 10.0
 
 
-def dial(eng, hops, peers, timeout=DIAL_TIMEOUT):
+def dial(eng: _engine.Engine, hops: Sequence[int], peers: Mapping[int, str],
+         timeout: float = DIAL_TIMEOUT) -> None:
     """Connect to each next hop of ``hops`` now and wait until every link is up.
 
     For a site that accepts no inbound connections (``outbound_only``): its gateway makes
@@ -182,7 +201,7 @@ def dial(eng, hops, peers, timeout=DIAL_TIMEOUT):
             time.sleep(0.005)
 
 
-def _parse_connect(doc):
+def _parse_connect(doc: Mapping[str, Any]) -> list[int]:
     """Return the ``connect`` list of a config or update: next hops to connect to now."""
     hops = doc.get("connect", [])
     if not isinstance(hops, list) or not all(isinstance(h, int) for h in hops):
@@ -190,12 +209,12 @@ def _parse_connect(doc):
     return hops
 
 
-def _reply(message):
+def _reply(message: dict[str, Any]) -> None:
     """Send one message to the driver on stdout."""
     protocol.write_message(1, message)
 
 
-def _move_log(eng):
+def _move_log(eng: _engine.Engine) -> None:
     for line in eng.take_log():
         log.warning("%s", line)
 
@@ -203,7 +222,7 @@ def _move_log(eng):
 _UPDATE_KEYS = {"type", "peers", "routes", "connect", "dial", "dial_timeout"}
 
 
-def _handle(eng, message):
+def _handle(eng: _engine.Engine, message: dict[str, Any]) -> None:
     """Act on one request after the configuration and answer it.
 
     ``update`` is applied and answered with ``ok`` and the current stats (with ``dial``:
@@ -236,7 +255,7 @@ def _handle(eng, message):
 STOP = "stop"
 
 
-def _waiting(reader, stop_fd):
+def _waiting(reader: protocol.MessageReader, stop_fd: int | None) -> selectors.PollSelector:
     """Return a poll(2) selector on ``reader`` and ``stop_fd`` (if given), for :func:`_next`."""
     sel = selectors.PollSelector()
     sel.register(reader.fileno(), selectors.EVENT_READ)
@@ -245,7 +264,9 @@ def _waiting(reader, stop_fd):
     return sel
 
 
-def _next(reader, sel, stop_fd, interval=None, idle=None):
+def _next(reader: protocol.MessageReader, sel: selectors.BaseSelector, stop_fd: int | None,
+          interval: float | None = None, idle: Callable[[], None] | None = None
+          ) -> Union[dict[str, Any], str, None]:
     """Return the driver's next message, None at EOF, or :data:`STOP` on a stop signal.
 
     ``sel`` comes from :func:`_waiting`. ``idle()`` (if given) runs at least every
@@ -264,7 +285,8 @@ def _next(reader, sel, stop_fd, interval=None, idle=None):
     return message
 
 
-def serve(eng, reader, log_interval, stop_fd=None):
+def serve(eng: _engine.Engine, reader: protocol.MessageReader, log_interval: float,
+          stop_fd: int | None = None) -> str:
     """Answer requests from ``reader`` (a :class:`coc.protocol.MessageReader`) until EOF;
     move engine log lines to ``logging`` meanwhile.
 
@@ -275,12 +297,12 @@ def serve(eng, reader, log_interval, stop_fd=None):
             message = _next(reader, sel, stop_fd, log_interval, lambda: _move_log(eng))
             if message is None:
                 return "eof"
-            if message == STOP:
+            if isinstance(message, str):    # STOP
                 return STOP
             _handle(eng, message)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the gateway daemon; return its exit code."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"coc.gateway[{os.getpid()}] %(levelname)s %(message)s")
@@ -289,10 +311,11 @@ def main(argv=None):
     try:
         with _waiting(reader, stop.fd) as sel:
             first = _next(reader, sel, stop.fd)
-        if first == STOP:
+        if isinstance(first, str):          # STOP
             _end_by(stop.signum)
         if first is None:
             raise ValueError("no configuration on stdin (expected a config message)")
+        assert isinstance(first, dict)
         if first["type"] != "config":
             raise ValueError(f"the first message must be config, not {first['type']!r}")
         cfg = parse_config({k: v for k, v in first.items() if k != "type"})
@@ -315,7 +338,7 @@ def main(argv=None):
             _reply({"type": "error", "message": str(exc)})
             return 2
         if stop.signum is not None:
-            reason = stop.name
+            reason = stop.name or reason
         _move_log(eng)
         stats = eng.stats()
     log.info("stopping (%s): %s", reason, stats)
@@ -325,11 +348,13 @@ def main(argv=None):
     return 0
 
 
-def _end_by(signum):
+def _end_by(signum: int | None) -> None:
     """End the process by ``signum`` (default action), so its parent sees what ended it.
 
     A daemon killed by a signal that exited with code 0 would look like a clean end.
     """
+    if signum is None:       # no signal arrived: nothing to end by
+        return
     sys.stdout.flush()
     sys.stderr.flush()
     signal.signal(signum, signal.SIG_DFL)

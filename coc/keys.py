@@ -12,12 +12,18 @@ id but its own, cannot pass for a gateway, and cannot derive any other pair's ke
 back into what :class:`coc._engine.Engine` takes as ``keys``.
 """
 
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Any
+
 from coc._native import engine as _engine
 
 __all__ = ["issue", "table"]
 
 
-def issue(secret, endpoint, peers, gateways=()):
+def issue(secret: bytes, endpoint: int, peers: Iterable[int],
+          gateways: Collection[int] = ()) -> dict[str, dict[str, Any]]:
     """Return the key table of ``endpoint`` as JSON: ``{"peer id": {"key": hex, "gateway": bool}}``.
 
     Parameters
@@ -43,14 +49,14 @@ def issue(secret, endpoint, peers, gateways=()):
             for peer in sorted(set(peers) - {endpoint})}
 
 
-def table(doc, where):
+def table(doc: object, where: str) -> dict[int, tuple[bytes, bool]]:
     """Return ``doc`` (as :func:`issue` made it) as ``{peer id: (key bytes, is_gateway)}``.
 
     Raises ValueError naming ``where`` (e.g. "the welcome of rank 3") when it is malformed.
     """
     if not isinstance(doc, dict):
         raise ValueError(f"{where}: 'keys' must be an object of endpoint id -> key")
-    out = {}
+    out: dict[int, tuple[bytes, bool]] = {}
     for peer, entry in doc.items():
         try:
             key = bytes.fromhex(entry["key"])

@@ -9,9 +9,12 @@ out of ports is an error that names the range. This module holds what ranks and 
 (parsing, the variable, binding) without the topology package and its networkx.
 """
 
+from __future__ import annotations
+
 import errno
 import re
 import socket
+from collections.abc import Mapping, Sequence
 
 from coc.errors import LaunchError, TopologyError
 
@@ -23,7 +26,7 @@ ANY_PORT = (0, 0)
 #: The variable that tells a rank's engine its port range (``LOW-HIGH``; set by coc-run).
 PORT_RANGE_VARIABLE = "COC_PORT_RANGE"
 
-def _excerpt(value, width=80):
+def _excerpt(value: object, width: int = 80) -> str:
     """Return ``repr(value)`` cut to ``width`` characters (a hostile value stays short)."""
     text = repr(value)
     return text if len(text) <= width else text[:width - 3] + "..."
@@ -32,7 +35,7 @@ def _excerpt(value, width=80):
 _RANGE = re.compile(r"^\s*(\d{1,5})\s*(?:-\s*(\d{1,5})\s*)?$")
 
 
-def parse_port_range(value):
+def parse_port_range(value: object) -> tuple[int, int]:
     """Return ``(low, high)`` for ``"41000-41100"``, ``[41000, 41100]`` or one port ``41000``.
 
     Raises
@@ -68,7 +71,7 @@ def parse_port_range(value):
     return low, high
 
 
-def format_port_range(port_range):
+def format_port_range(port_range: Sequence[int] | None) -> str:
     """Return ``"41000-41100"`` for ``(41000, 41100)`` (``"any"`` for no range).
 
     Examples
@@ -81,7 +84,7 @@ def format_port_range(port_range):
     return f"{port_range[0]}-{port_range[1]}"
 
 
-def environ_port_range(environ):
+def environ_port_range(environ: Mapping[str, str]) -> tuple[int, int]:
     """Return the engine's ``port_range`` from ``COC_PORT_RANGE`` in ``environ`` (``(0, 0)``: any).
 
     Examples
@@ -98,7 +101,8 @@ def environ_port_range(environ):
         raise TopologyError(f"{PORT_RANGE_VARIABLE}: {exc.message}") from None
 
 
-def listen_socket(host, port_range=None, backlog=128):
+def listen_socket(host: str, port_range: Sequence[int] | None = None,
+                  backlog: int = 128) -> socket.socket:
     """Return a listening TCP socket on ``host`` with a port inside ``port_range``.
 
     The same rule as the engine's listeners (``native/src/sock.c``): the first free port

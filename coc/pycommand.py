@@ -13,6 +13,8 @@ interpreter and ends with :data:`NO_COC`, so ``coc-run`` can say which site's Py
 and how to fix it.
 """
 
+from __future__ import annotations
+
 import sys
 
 __all__ = ["BOOTSTRAP", "NO_COC", "python_argv"]
@@ -31,7 +33,7 @@ BOOTSTRAP = (
 )
 
 
-def python_argv(module, *args, python=None):
+def python_argv(module: str, *args: str, python: str | None = None) -> list[str]:
     """Return the argv that runs ``python -m module args`` with the installed coc.
 
     ``python`` defaults to this interpreter.

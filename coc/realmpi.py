@@ -7,14 +7,17 @@ imports no other part of coc, so the communicator's engine port and the hook bot
 without tying ``coc.comm`` and ``coc.mpi4py`` into an import cycle.
 """
 
+from __future__ import annotations
+
 import importlib
 import importlib.abc
 import importlib.machinery
 import sys
+from types import ModuleType
 
 __all__ = ["Hook", "shadowed", "installed", "available", "mpi"]
 
-_real: dict[str, object] = {}
+_real: dict[str, ModuleType] = {}
 
 
 class Hook(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -24,25 +27,25 @@ class Hook(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     from the real ones); any other mode gives none.
     """
 
-    mode = None
+    mode: str | None = None
 
 
-def shadowed(name):
+def shadowed(name: str) -> bool:
     """Return True for the module names coc's hook answers (``mpi4py`` and its submodules)."""
     return name == "mpi4py" or name.startswith("mpi4py.")
 
 
-def installed():
+def installed() -> Hook | None:
     """Return the installed hook, or None."""
     return next((f for f in sys.meta_path if isinstance(f, Hook)), None)
 
 
-def available():
+def available() -> bool:
     """Return True when the real mpi4py is installed (looked up on ``sys.path`` only)."""
     return importlib.machinery.PathFinder.find_spec("mpi4py") is not None
 
 
-def mpi():
+def mpi() -> ModuleType:
     """Return the real ``mpi4py.MPI`` module, also while the hook is installed.
 
     Imported with the hook set aside; afterwards ``sys.modules`` again names coc's modules,

@@ -20,6 +20,8 @@ the rank's socket, pipes and environment from the agent over the Unix socket nam
 ``COC_CONTROL_SOCKET`` and starts the rank with them (``coc.launcher.spawners.mpiexec``).
 """
 
+from __future__ import annotations
+
 import contextlib
 import os
 import signal
@@ -27,11 +29,16 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Optional, TypedDict
 
 from coc import keys, protocol
 from coc.childprocess import die_with_parent
 from coc.errors import CocError, ControlError, LaunchError
-from coc.routes import delay_table, parse_routes, wire_table
+from coc.routes import Routes, Wire, delay_table, parse_routes, wire_table
+
+if TYPE_CHECKING:
+    from coc._native import engine as _native
 
 __all__ = ["CONTROL_FD", "CONTROL_SOCKET", "credentials", "rendezvous", "serve_control",
            "shepherd"]
@@ -43,10 +50,41 @@ CONTROL_SOCKET = "COC_CONTROL_SOCKET"
 _ACK_TIMEOUT = 10.0      # seconds a shepherd waits for the agent to pass its exit on
 
 _AGENT = "coc-run's agent"
-_state = {"socket": None, "reader": None, "welcome": None}
 
 
-def _next(reader):
+class Credentials(TypedDict):
+    """What :func:`credentials` returns: this rank, the job, and the keys issued to it."""
+
+    rank: int
+    size: int
+    self_id: int                             # the engine's endpoint id
+    job_id: str
+    keys: dict[int, tuple[bytes, bool]]      # peer id -> (key, is a gateway)
+
+
+class Rendezvous(Credentials, total=False):
+    """What :func:`rendezvous` returns: the credentials and what the agent answered."""
+
+    peers: dict[int, str]                    # endpoint id -> address
+    routes: Routes
+    placement: list[tuple[str, ...]]         # (site, host) of every rank
+    delays: dict[int, float]
+    wire: dict[int, Wire]
+
+
+class _State(TypedDict):
+    socket: Optional[socket.socket]
+    reader: Optional[protocol.MessageReader]
+    welcome: Optional[Credentials]
+
+
+_state: _State = {"socket": None, "reader": None, "welcome": None}
+
+#: ``describe(engine.pending())``: what a ``status`` answer says this rank waits for.
+Describe = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+
+def _next(reader: protocol.MessageReader) -> dict[str, Any]:
     """Return the agent's next message on the rendezvous socket; raise if it hung up."""
     message = reader.read()
     if message is None:
@@ -54,10 +92,12 @@ def _next(reader):
     return message
 
 
-def _receive(expected):
+def _receive(expected: str) -> dict[str, Any]:
     """Return the next message from the agent, checking its type."""
+    reader = _state["reader"]
+    assert reader is not None            # _socket() made it
     try:
-        message = _next(_state["reader"])
+        message = _next(reader)
     except (ControlError, OSError) as exc:
         raise LaunchError(f"the job was torn down before the rendezvous completed ({exc})")
     if message["type"] != expected:
@@ -65,22 +105,24 @@ def _receive(expected):
     return message
 
 
-def _socket(environ):
+def _socket(environ: Mapping[str, str] | None) -> socket.socket:
     """Return the inherited rendezvous socket, opening it on first use."""
     if _state["socket"] is None:
         environ = os.environ if environ is None else environ
         if CONTROL_FD not in environ:
             raise LaunchError(f"{CONTROL_FD} is not set: start this program with coc-run")
         try:
-            _state["socket"] = socket.socket(fileno=int(environ[CONTROL_FD]))
+            sock = socket.socket(fileno=int(environ[CONTROL_FD]))
         except (ValueError, OSError) as exc:
             raise LaunchError(f"{CONTROL_FD}={environ[CONTROL_FD]!r} is not an open socket: "
                               f"{exc}") from None
-        _state["reader"] = protocol.MessageReader(_state["socket"].fileno(), _AGENT)
+        _state["socket"] = sock
+        _state["reader"] = protocol.MessageReader(sock.fileno(), _AGENT)
+        return sock
     return _state["socket"]
 
 
-def credentials(environ=None):
+def credentials(environ: Mapping[str, str] | None = None) -> Credentials:
     """Return what opening the engine needs: this endpoint's id and the keys issued to it.
 
     Parameters
@@ -100,20 +142,21 @@ def credentials(environ=None):
     LaunchError
         When the process was not started by ``coc-run`` or the job was torn down.
     """
-    if _state["welcome"] is None:
+    kept = _state["welcome"]
+    if kept is None:
         _socket(environ)
         welcome = _receive("welcome")
         try:
             issued = keys.table(welcome.get("keys"), "the welcome from coc-run's agent")
         except ValueError as exc:
             raise ControlError(str(exc)) from None
-        _state["welcome"] = {"rank": welcome["rank"], "size": welcome["size"],
-                             "self_id": welcome["self_id"], "job_id": welcome["job_id"],
-                             "keys": issued}
-    return dict(_state["welcome"])
+        kept = _state["welcome"] = {"rank": welcome["rank"], "size": welcome["size"],
+                                    "self_id": welcome["self_id"],
+                                    "job_id": welcome["job_id"], "keys": issued}
+    return kept.copy()
 
 
-def rendezvous(address, environ=None):
+def rendezvous(address: str, environ: Mapping[str, str] | None = None) -> Rendezvous:
     """Exchange this rank's engine address for its peers' addresses and its route table.
 
     Call once, after opening the engine with :func:`credentials`.
@@ -140,8 +183,9 @@ def rendezvous(address, environ=None):
     LaunchError
         When the process was not started by ``coc-run`` or the job was torn down meanwhile.
     """
-    info = credentials(environ)
+    info = Rendezvous(**credentials(environ))
     sock = _state["socket"]
+    assert sock is not None              # credentials() opened it
     try:
         sock.sendall(protocol.encode({"type": "address", "address": address}))
     except OSError as exc:
@@ -161,7 +205,7 @@ def rendezvous(address, environ=None):
     return info
 
 
-def serve_control(engine, describe):
+def serve_control(engine: _native.Engine, describe: Describe) -> threading.Thread | None:
     """Answer coc-run over the rendezvous socket from a daemon thread, until it closes.
 
     ``status`` gets ``progress`` (bytes the engine has sent and received: it moves while
@@ -179,7 +223,8 @@ def serve_control(engine, describe):
     return thread
 
 
-def _control_loop(sock, reader, engine, describe):
+def _control_loop(sock: socket.socket, reader: protocol.MessageReader, engine: _native.Engine,
+                  describe: Describe) -> None:
     while True:
         try:
             message = _next(reader)
@@ -196,7 +241,7 @@ def _control_loop(sock, reader, engine, describe):
             return
 
 
-def _status(engine, describe):
+def _status(engine: _native.Engine, describe: Describe) -> dict[str, Any]:
     """Return what a ``status`` answer carries besides its type and id."""
     try:
         stats = engine.stats()
@@ -206,7 +251,7 @@ def _status(engine, describe):
         return {"progress": 0, "pending": [], "finalized": True}
 
 
-def _receive_start(sock):
+def _receive_start(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
     """Return the agent's ``start`` message and the file descriptors that came with it.
 
     The descriptors travel with the message's header, so the header is read here; the
@@ -216,7 +261,7 @@ def _receive_start(sock):
     return _next(protocol.MessageReader(sock.fileno(), _AGENT, header)), fds
 
 
-def shepherd(environ=None):
+def shepherd(environ: Mapping[str, str] | None = None) -> int:
     """Start this process's coc rank as the agent says, report its exit; return our status.
 
     Run by each process a site's ``mpiexec`` starts. The rank gets its stdio and rendezvous
@@ -246,8 +291,8 @@ def shepherd(environ=None):
         os.close(fd)
     sock.sendall(protocol.encode({"type": "started", "pid": pid}))
     if failed is None:
-        for signum in (signal.SIGTERM, signal.SIGINT):   # mpiexec's signals go to the rank
-            signal.signal(signum, lambda s, _: os.killpg(program.pid, s))
+        for sig in (signal.SIGTERM, signal.SIGINT):   # mpiexec's signals go to the rank
+            signal.signal(sig, lambda s, _: os.killpg(program.pid, s))
         status = program.wait()
     else:
         status = failed

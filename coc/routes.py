@@ -19,13 +19,32 @@ and the record layer of the hops whose network the topology marks (``wire``: ``{
 compression"), checked by :func:`wire_table` and set by :func:`apply_wire`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from coc._native import engine as _native
+
 __all__ = ["SIZE_CLASSES", "parse_routes", "apply_routes", "next_hops", "delay_table",
-           "apply_delays", "wire_table", "apply_wire"]
+           "apply_delays", "wire_table", "apply_wire", "Hops", "Routes", "Wire"]
 
 SIZE_CLASSES = ("small", "large")
 
+#: Next hops of one destination and size class: ``[(hop endpoint, weight), ...]``.
+Hops = list[tuple[int, int]]
+#: A parsed route table: ``{destination endpoint: {"small": hops, "large": hops}}``.
+Routes = dict[int, dict[str, Hops]]
 
-def _pairs(hops, what):
+
+class Wire(TypedDict):
+    """The record layer of the connections to one peer (docs/topology.md)."""
+
+    encrypt: bool
+    compress: str
+
+
+def _pairs(hops: Any, what: str) -> Hops:
     """Return ``hops`` (``[[hop, weight], ...]``) as a non-empty list of int pairs."""
     try:
         pairs = [(int(hop), int(weight)) for hop, weight in hops]
@@ -38,7 +57,9 @@ def _pairs(hops, what):
     return pairs
 
 
-def parse_routes(routes, where="route table"):
+# The docstring's sections (numpydoc) are those of every public function documented so, as
+# coc.topology.route's: alike on purpose.
+def parse_routes(routes: object, where: str = "route table") -> Routes:
     """Check a route table document and return it with both size classes spelled out.
 
     Parameters
@@ -69,7 +90,7 @@ def parse_routes(routes, where="route table"):
     if not isinstance(routes, dict):
         raise ValueError(f"{where}: 'routes' must be an object of endpoint id -> hops, "
                          f"not {type(routes).__name__}")
-    parsed = {}
+    parsed: Routes = {}
     for key, hops in routes.items():
         try:
             dest = int(key)
@@ -88,7 +109,7 @@ def parse_routes(routes, where="route table"):
     return parsed
 
 
-def apply_routes(eng, routes):
+def apply_routes(eng: _native.Engine, routes: Routes) -> None:
     """Set the parsed ``routes`` on engine ``eng`` (one call per destination when the
     classes agree, else one per class)."""
     for dest, classes in routes.items():
@@ -101,14 +122,14 @@ def apply_routes(eng, routes):
                           size_class=cls)
 
 
-def next_hops(routes):
+def next_hops(routes: Routes) -> list[int]:
     """Return the sorted next hops of the parsed ``routes`` that are not the destination
     itself (the gateways this endpoint sends through), over both size classes."""
     return sorted({hop for dest, classes in routes.items() for cls in SIZE_CLASSES
                    for hop, _ in classes[cls] if hop != dest})
 
 
-def delay_table(doc, where):
+def delay_table(doc: object, where: str) -> dict[int, float]:
     """Check a ``delays`` document ``{peer endpoint: seconds}`` (keys may be JSON strings).
 
     Examples
@@ -118,26 +139,26 @@ def delay_table(doc, where):
     """
     if not isinstance(doc, dict):
         raise ValueError(f"{where}: 'delays' must map endpoint ids to seconds, not {doc!r}")
-    table = {}
-    for peer, seconds in doc.items():
+    table: dict[int, float] = {}
+    for key, value in doc.items():
         try:
-            peer, seconds = int(peer), float(seconds)
+            peer, seconds = int(key), float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"{where}: delay to {peer!r} must be seconds, not "
-                             f"{seconds!r}") from None
+            raise ValueError(f"{where}: delay to {key!r} must be seconds, not "
+                             f"{value!r}") from None
         if seconds < 0:
             raise ValueError(f"{where}: delay to {peer} is negative ({seconds})")
         table[peer] = seconds
     return table
 
 
-def apply_delays(eng, delays):
+def apply_delays(eng: _native.Engine, delays: dict[int, float]) -> None:
     """Hold every frame ``eng`` sends to each peer of ``delays`` for its seconds."""
     for peer, seconds in delays.items():
         eng.set_peer_delay(peer, seconds)
 
 
-def wire_table(doc, where):
+def wire_table(doc: object, where: str) -> dict[int, Wire]:
     """Check a ``wire`` document ``{peer endpoint: {"encrypt": bool, "compress": name}}``.
 
     Examples
@@ -147,14 +168,14 @@ def wire_table(doc, where):
     """
     if not isinstance(doc, dict):
         raise ValueError(f"{where}: 'wire' must map endpoint ids to record layers, not {doc!r}")
-    table = {}
+    table: dict[int, Wire] = {}
     if doc:   # the topology package (networkx) only where a hop is marked
         from coc.topology.model import COMPRESSORS
-    for peer, entry in doc.items():
+    for key, entry in doc.items():
         try:
-            peer = int(peer)
+            peer = int(key)
         except (TypeError, ValueError):
-            raise ValueError(f"{where}: wire key {peer!r} is not an endpoint id") from None
+            raise ValueError(f"{where}: wire key {key!r} is not an endpoint id") from None
         if not isinstance(entry, dict) or set(entry) - {"encrypt", "compress"}:
             raise ValueError(f"{where}: wire to {peer} must be {{'encrypt': bool, 'compress': "
                              f"name}}, not {entry!r}")
@@ -166,7 +187,7 @@ def wire_table(doc, where):
     return table
 
 
-def apply_wire(eng, wire):
+def apply_wire(eng: _native.Engine, wire: dict[int, Wire]) -> None:
     """Give the connections ``eng`` makes to each peer of ``wire`` its record layer (before
     any of them is dialed)."""
     for peer, entry in wire.items():

@@ -105,6 +105,7 @@ def main():
         comm.allreduce(checksum(sorted_keys)) % 2 ** 64 == comm.allreduce(checksum(keys)) % 2 ** 64
     local_ok = comm.allreduce(bool(in_range and ranks_ok), op=coc.LAND)
     verified = bool(local_ok and ordered and kept)
+    # every application ends alike, on purpose: one call of coc.bench's report()
     report(comm, "isort", f"class {args.cls}, {total} keys below {max_key} on {size} ranks, "
            f"{ITERATIONS} iterations: keys in their ranks' ranges and ranked {local_ok}, "
            f"sorted across ranks {ordered}, count and checksum kept {kept}",

@@ -126,6 +126,7 @@ def main():
     expected = known_eigenvalues(m, cy)
     error = float(np.abs(ritz - expected).max() / (4 + 4 * cy)) if len(ritz) == WANTED else 1.0
     verified = bool(converged and error < 1e-8)
+    # every application ends alike, on purpose: one call of coc.bench's report()
     report(comm, "lanczos", f"n = {m * m} ({m} x {m} grid) on {size} ranks, {step + 1} steps"
            f"{'' if converged else ' (not converged)'}: smallest eigenvalues "
            f"{', '.join(f'{v:.10f}' for v in ritz)}, relative error {error:.1e} "

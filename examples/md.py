@@ -198,6 +198,7 @@ def main():
     momentum = np.abs(comm.allreduce(state[:, 3:].sum(axis=0))).max()
     verified = bool(count == atoms_total and momentum < 1e-9 * atoms_total
                     and drift < args.drift)
+    # every application ends alike, on purpose: one call of coc.bench's report()
     report(comm, "md", f"{atoms_total} atoms, {args.steps} steps on {size} ranks "
            f"({' x '.join(map(str, grid))} bricks): temperature "
            f"{2 * kinetic / (3 * atoms_total - 3):.3f}, energy per atom "

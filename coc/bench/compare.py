@@ -17,6 +17,7 @@ from pathlib import Path
 
 from coc.bench import engine, patterns, plots, report
 from coc.bench.backend import CLASSES
+from coc.bench.cli import add_pattern
 from coc.bench.plots import CLASS_TITLE, curve_points, plot_compare
 from coc.errors import CocError
 from coc.pycommand import python_argv
@@ -275,9 +276,8 @@ def _report(args):
 
 def register(patterns_parsers):
     """Add ``coc bench report`` to the ``coc bench`` sub-commands."""
-    p = patterns_parsers.add_parser(
-        "report", help="run coc, mpi4py + MPICH and a two-relay chain; write report and plots",
-        description=__doc__.split("\n\n")[0].replace("``", ""))
+    p = add_pattern(patterns_parsers, "report", "run coc, mpi4py + MPICH and a two-relay "
+                    "chain; write report and plots", __doc__, _report)
     p.add_argument("--quick", action="store_true", help="few sizes and trials")
     p.add_argument("--out", default="bench-report", metavar="DIR", help="output directory")
     p.add_argument("--pin", action="store_true",
@@ -287,4 +287,3 @@ def register(patterns_parsers):
     p.add_argument("--testbed", metavar="NAME",
                    help="run the coc job on this testbed's network namespaces "
                         "(coc testbed up two-sites --name NAME; needs root)")
-    p.set_defaults(func=_report)

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from coc import gatewayclient, keys, protocol
+from coc.bench.cli import add_pattern
 from coc.errors import CocError
 from coc.gateway import apply_update
 from coc.gatewayclient import GatewayProcess
@@ -463,9 +464,8 @@ def _sizes(text):
 
 def register(patterns):
     """Add ``coc bench engine`` to the ``coc bench`` sub-commands."""
-    p = patterns.add_parser("engine", help="engine ping-pong through 0-2 gateways vs TCP "
-                                           "and C relays",
-                            description=__doc__.split("\n\n")[0])
+    p = add_pattern(patterns, "engine", "engine ping-pong through 0-2 gateways vs TCP and C "
+                    "relays", __doc__, _bench)
     p.add_argument("--pin", nargs="?", const="yes", default="no", choices=["no", "yes", "both"],
                    help="run every process with taskset -c 0 (yes), or both ways (both)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and round trips")
@@ -488,7 +488,6 @@ def register(patterns):
                        help=f"engine {knob.replace('-', ' ')} (0: engine default)")
     p.add_argument("--spin-ns", type=int, default=0, metavar="NS",
                    help="how long waits poll before sleeping (0: default, -1: never)")
-    p.set_defaults(func=_bench)
 
 
 # ---- one endpoint of the benchmark, run as ``python -m coc.bench.engine`` ------------------

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from coc.bench import plots, report
 from coc.bench.chain import Chain, Hop
+from coc.bench.cli import add_pattern
 from coc.bench.paths import (bench_run, chain_pingpong, coc_job, mpich_job, pingpong_run,
                              summary)
 from coc.bench.repro_figures import (cell, pingpong_table, plot_distributions, plot_pingpong,
@@ -393,9 +394,8 @@ def _main(args):
 
 def register(patterns_parsers):
     """Add ``coc bench reproduce NAME`` to the ``coc bench`` sub-commands."""
-    p = patterns_parsers.add_parser(
-        "reproduce", help="rerun a paper's experiment on its topology's testbed (needs root)",
-        description=__doc__.split("\n\n")[0].replace("``", ""))
+    p = add_pattern(patterns_parsers, "reproduce", "rerun a paper's experiment on its "
+                    "topology's testbed (needs root)", __doc__, _main)
     p.add_argument("name", choices=sorted(EXPERIMENTS), help="the experiment (paper seed)")
     p.add_argument("--quick", action="store_true", help="few sizes, delays and trials (CI)")
     p.add_argument("--scale", type=int, metavar="K",
@@ -411,4 +411,3 @@ def register(patterns_parsers):
                    help="output directory (default: reproduce-NAME)")
     p.add_argument("--img", type=Path, metavar="DIR",
                    help="directory for the PNG plots (default: --out), e.g. docs/img")
-    p.set_defaults(func=_main)

@@ -25,6 +25,7 @@ import numpy as np
 from coc.bench import clock as gclock
 from coc.bench import patterns, report
 from coc.bench.backend import open_backend
+from coc.bench.cli import add_pattern
 from coc.errors import CocError
 
 __all__ = ["Progress", "measure_group", "run", "register", "main"]
@@ -243,11 +244,9 @@ def add_arguments(p):
 
 def register(patterns_parsers):
     """Add ``coc bench run`` to the ``coc bench`` sub-commands."""
-    p = patterns_parsers.add_parser(
-        "run", help="MPIBench-style distributions on every rank (run under coc-run or mpiexec)",
-        description=__doc__.split("\n\n")[0].replace("``", ""))
+    p = add_pattern(patterns_parsers, "run", "MPIBench-style distributions on every rank (run "
+                    "under coc-run or mpiexec)", __doc__, main)
     add_arguments(p)
-    p.set_defaults(func=main)
 
 
 def main(args):

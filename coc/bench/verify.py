@@ -26,6 +26,7 @@ import tempfile
 import time
 import warnings
 
+from coc.bench.cli import add_pattern
 from coc.errors import CocError, TopologyWarning
 from coc.pycommand import python_argv
 from coc.topology.units import format_size, format_time, parse_size
@@ -192,9 +193,8 @@ def _verify(args):
 
 def register(patterns):
     """Add ``coc bench verify`` to the ``coc bench`` sub-commands."""
-    p = patterns.add_parser(
-        "verify", help="model vs measured: ping-pong per site pair and size class on the testbed",
-        description=__doc__.split("\n\n")[0].replace("``", ""))
+    p = add_pattern(patterns, "verify", "model vs measured: ping-pong per site pair and size "
+                    "class on the testbed", __doc__, _verify)
     p.add_argument("topology", metavar="TOPOLOGY", help="a topology file or library name")
     p.add_argument("--testbed", metavar="NAME",
                    help="a testbed of TOPOLOGY already up (default: build one, take it down)")
@@ -205,7 +205,6 @@ def register(patterns):
                    f"{format_size(SIZES['large'])})")
     p.add_argument("--delay", action="append", default=[], metavar="NETWORK=TIME",
                    help="passed to coc-run --delay (and used by the model)")
-    p.set_defaults(func=_verify)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--rank"]:

@@ -25,7 +25,7 @@ __all__ = ["init", "finalize", "initialized", "Wtime", "Wtick", "Communicator", 
            "COMM_WORLD"]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Communicator:
     if name == "COMM_WORLD":          # lazy: joining the job happens on first use
         return init()
     raise AttributeError(f"module 'coc.comm' has no attribute {name!r}")

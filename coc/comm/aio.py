@@ -8,11 +8,18 @@ The site's MPI has no pollable fd: when it is in use, the watcher also checks ev
 :data:`POLL_INTERVAL` seconds while requests are awaited.
 """
 
+from __future__ import annotations
+
 import asyncio
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coc.comm.port import Port
+    from coc.comm.request import Request, Status
 
 __all__ = ["wait", "gather"]
 
-_watchers = {}
+_watchers: dict[tuple[asyncio.AbstractEventLoop, int], _Watcher] = {}
 
 #: Seconds between checks of requests that may complete through the site's MPI (no fd).
 POLL_INTERVAL = 0.0005
@@ -21,17 +28,18 @@ POLL_INTERVAL = 0.0005
 class _Watcher:
     """Waits on one engine's fd in one event loop for the requests awaited there."""
 
-    def __init__(self, loop, port):
+    def __init__(self, loop: asyncio.AbstractEventLoop, port: Port) -> None:
         self.loop, self.port, self.fd = loop, port, port.fileno()
-        self.waiting = []                 # (request, future, status)
-        self.poll, self.timer = port.polls, None
+        self.waiting: list[tuple[Request, asyncio.Future[Any], Status | None]] = []
+        self.poll = port.polls
+        self.timer: asyncio.TimerHandle | None = None
         loop.add_reader(self.fd, self.readable)
 
-    def readable(self):
+    def readable(self) -> None:
         self.port.drain()
         self.check()
 
-    def check(self):
+    def check(self) -> None:
         """Advance every awaited request; settle the futures of finished ones."""
         still = []
         for request, future, status in self.waiting:
@@ -51,16 +59,17 @@ class _Watcher:
         elif self.poll and self.timer is None:  # the site's MPI has no fd: poll it
             self.timer = self.loop.call_later(POLL_INTERVAL, self.tick)
 
-    def tick(self):
+    def tick(self) -> None:
         self.timer = None
         self.check()
 
 
-async def wait(request, status=None):
+async def wait(request: Request, status: Status | None = None) -> Any:
     """Return the result of ``request`` (as ``request.wait(status)``) without blocking the loop."""
     if request._progress():
         return request.wait(status)
     loop = asyncio.get_running_loop()
+    assert request._comm is not None   # a request of a communicator: the engine's fd
     port = request._comm._world.port
     watcher = _watchers.get((loop, id(port)))
     if watcher is None:
@@ -71,6 +80,6 @@ async def wait(request, status=None):
     return await future
 
 
-async def gather(*requests):
+async def gather(*requests: Request) -> list[Any]:
     """Return the results of all ``requests`` once every one is complete."""
     return list(await asyncio.gather(*(wait(r) for r in requests)))

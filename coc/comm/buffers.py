@@ -6,7 +6,12 @@ mpi4py takes them: ``[buf, dtype]``, ``[buf, count, dtype]``; the vector collect
 followed by a dtype. Counts and displacements are in elements of the dtype.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["IN_PLACE", "as_array", "as_vector", "contiguous"]
 
@@ -14,21 +19,21 @@ __all__ = ["IN_PLACE", "as_array", "as_vector", "contiguous"]
 class _InPlace:
     """Marker: the receive buffer also holds this rank's input (``MPI.IN_PLACE``)."""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "coc.IN_PLACE"
 
 
 IN_PLACE = _InPlace()
 
 
-def _dtype_of(item):
+def _dtype_of(item: object) -> np.dtype[Any] | None:
     """Return item as a NumPy dtype, or None when it is not one."""
     if isinstance(item, (np.dtype, type, str)):
         return np.dtype(item)
     return None
 
 
-def as_array(spec):
+def as_array(spec: Any) -> npt.NDArray[Any]:
     """Return the 1-D NumPy view (no copy) of a buffer argument.
 
     Examples
@@ -49,12 +54,12 @@ def as_array(spec):
     return np.asarray(memoryview(spec))
 
 
-def contiguous(arr):
+def contiguous(arr: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Return ``arr`` itself when C-contiguous, else a contiguous copy (for sending)."""
     return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
 
 
-def as_vector(spec, size):
+def as_vector(spec: Any, size: int) -> tuple[npt.NDArray[Any], list[int], list[int]]:
     """Return ``(flat array, counts, displacements)`` of a vector-collective buffer argument.
 
     Without counts the buffer is split evenly over ``size`` ranks; without displacements
@@ -72,8 +77,10 @@ def as_vector(spec, size):
     else:
         arr = as_array(spec[0]).reshape(-1)
         rest = list(spec[1:])
-        if rest and _dtype_of(rest[-1]) is not None:
-            arr = arr.view(_dtype_of(rest.pop()))
+        dtype = _dtype_of(rest[-1]) if rest else None
+        if dtype is not None:
+            rest.pop()
+            arr = arr.view(dtype)
         counts = rest[0] if rest else None
         displs = rest[1] if len(rest) > 1 else None
         if isinstance(counts, tuple) and len(counts) == 2 and displs is None \

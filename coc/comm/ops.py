@@ -6,9 +6,16 @@ NumPy arrays (the buffer forms) the element-wise NumPy function. ``MINLOC``/``MA
 arrays take a structured dtype of two fields (value, index), like MPI's ``DOUBLE_INT``.
 """
 
+from __future__ import annotations
+
 import operator
+from typing import Any, Callable
 
 import numpy as np
+import numpy.typing as npt
+
+#: A combining function of two contributions.
+Combine = Callable[[Any, Any], Any]
 
 __all__ = ["Op", "SUM", "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR",
            "MINLOC", "MAXLOC", "REPLACE"]
@@ -35,29 +42,31 @@ class Op:
     ('abc', 5, (3, 0))
     """
 
-    def __init__(self, function, commute=True, array_function=None, name=None):
+    def __init__(self, function: Combine, commute: bool = True,
+                 array_function: Combine | None = None, name: str | None = None) -> None:
         self.function, self.commute = function, commute
         self.array_function = array_function or function
         self.name = name or getattr(function, "__name__", "user op")
 
     @classmethod
-    def Create(cls, function, commute=False):
+    def Create(cls, function: Combine, commute: bool = False) -> Op:
         """Return a user operation (mpi4py's ``Op.Create``)."""
         return cls(function, commute)
 
-    def Is_commutative(self):
+    def Is_commutative(self) -> bool:
         """Return True when the operands may be swapped."""
         return self.commute
 
-    def Free(self):
+    def Free(self) -> None:
         """Release the operation (nothing to release)."""
 
-    def __call__(self, a, b):
+    def __call__(self, a: Any, b: Any) -> Any:
         if isinstance(a, np.ndarray):
             return self.array_function(a, b)
         return self.function(a, b)
 
-    def combine_into(self, acc, other, acc_first=True):
+    def combine_into(self, acc: npt.NDArray[Any], other: npt.NDArray[Any],
+                     acc_first: bool = True) -> npt.NDArray[Any]:
         """Store ``op(acc, other)`` (``op(other, acc)`` if not ``acc_first``) into array ``acc``.
 
         NumPy ufuncs write in place: no fresh megabyte arrays (and page faults) per step.
@@ -68,23 +77,27 @@ class Op:
         acc[...] = self.array_function(a, b)
         return acc
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<coc.Op {self.name}>"
 
 
-def _loc(better):
+def _loc(better: Callable[[Any, Any], bool]) -> Combine:
     """Return the (value, index) combiner preferring ``better`` values, then lower indices."""
-    def combine(a, b):
+    def combine(a: tuple[Any, Any], b: tuple[Any, Any]) -> tuple[Any, Any]:
         if better(b[0], a[0]) or (b[0] == a[0] and b[1] < a[1]):
             return b
         return a
     return combine
 
 
-def _array_loc(better):
+def _array_loc(better: Callable[[Any, Any], Any]) -> Combine:
     """Return the structured-array (value, index) combiner preferring ``better`` values."""
-    def combine(a, b):
-        value, index = a.dtype.names[:2]
+    def combine(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        names = a.dtype.names
+        if names is None:
+            raise TypeError(f"MINLOC/MAXLOC on arrays need a structured dtype of two fields "
+                            f"(value, index), not {a.dtype}")
+        value, index = names[:2]
         take = better(b[value], a[value]) | ((b[value] == a[value]) & (b[index] < a[index]))
         return np.where(take, b, a)
     return combine

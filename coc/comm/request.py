@@ -7,11 +7,45 @@ requests it waits for, receives their statuses back, and finally returns its val
 blocking (:meth:`Request.wait`); :func:`run` drives one to completion at once.
 """
 
+from __future__ import annotations
+
 import select
+from collections.abc import Generator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypeVar
 
 from coc.errors import CocTimeoutError, PeerExited, PeerLost, TruncationError
 
-__all__ = ["Status", "Request", "Single", "run", "waitall", "waitany", "testall", "testany"]
+if TYPE_CHECKING:
+    from coc.comm.communicator import Communicator
+
+__all__ = ["Status", "Request", "Single", "run", "waitall", "waitany", "testall", "testany",
+           "Part", "Envelope", "Steps"]
+
+_T = TypeVar("_T")
+
+
+class Envelope(Protocol):
+    """What a completed part tells: source endpoint, tag and size in bytes."""
+
+    @property
+    def source(self) -> int: ...
+    @property
+    def tag(self) -> int: ...
+    @property
+    def count(self) -> int: ...
+
+
+class Part(Protocol):
+    """One message in flight: an engine request, or the site MPI's shaped like one."""
+
+    def test(self) -> Envelope | None: ...
+    def wait(self, timeout: float | None = None) -> Envelope: ...
+    def message(self) -> Any: ...   # a receive without a buffer: the bytes (else None)
+
+
+#: An operation of several messages: a generator that yields the parts it waits for, is
+#: sent their envelopes back (in the same order) and returns its value.
+Steps = Generator[list[Part], list[Envelope], _T]
 
 
 class Status:
@@ -19,19 +53,19 @@ class Status:
 
     __slots__ = ("source", "tag", "count", "error", "cancelled")
 
-    def __init__(self, source=-1, tag=-1, count=0):
+    def __init__(self, source: int = -1, tag: int = -1, count: int = 0) -> None:
         self.source, self.tag, self.count = source, tag, count
         self.error, self.cancelled = 0, False
 
-    def Get_source(self):
+    def Get_source(self) -> int:
         """Return the rank that sent the message."""
         return self.source
 
-    def Get_tag(self):
+    def Get_tag(self) -> int:
         """Return the message's tag."""
         return self.tag
 
-    def Get_count(self, datatype=None):
+    def Get_count(self, datatype: Any = None) -> int:
         """Return the message size in bytes, or in elements of ``datatype`` (a NumPy dtype)."""
         if datatype is None:
             return self.count
@@ -40,24 +74,24 @@ class Status:
 
     Get_elements = Get_count
 
-    def Get_error(self):
+    def Get_error(self) -> int:
         """Return the error code (0: success)."""
         return self.error
 
-    def Is_cancelled(self):
+    def Is_cancelled(self) -> bool:
         """Return True when the receive was cancelled."""
         return self.cancelled
 
-    def _fill(self, other):
+    def _fill(self, other: Status | None) -> None:
         if other is not None:
             self.source, self.tag, self.count = other.source, other.tag, other.count
             self.error, self.cancelled = other.error, other.cancelled
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Status(source={self.source}, tag={self.tag}, count={self.count})"
 
 
-def translate(comm, exc):
+def translate(comm: Communicator | None, exc: BaseException) -> BaseException:
     """Return ``exc`` naming ranks of ``comm`` instead of engine endpoints."""
     if comm is None:
         return exc
@@ -86,18 +120,33 @@ class Request:
     Built by the communicator from a generator; see the module docstring.
     """
 
-    def __init__(self, steps, comm=None):
+    # mpi4py's class-level names for the module's functions (set at the end of the module)
+    waitall: ClassVar[Callable[..., list[Any]]]
+    Waitall: ClassVar[Callable[..., bool]]
+    waitany: ClassVar[Callable[..., tuple[int, Any]]]
+    Waitany: ClassVar[Callable[..., int]]
+    testall: ClassVar[Callable[..., tuple[bool, list[Any] | None]]]
+    Testall: ClassVar[Callable[..., bool]]
+    testany: ClassVar[Callable[..., tuple[int, bool, Any]]]
+
+    def __init__(self, steps: Steps[Any] | None, comm: Communicator | None = None) -> None:
         self._steps, self._comm = steps, comm
-        self._parts, self._value, self._status, self._error = [], None, None, None
+        self._parts: Sequence[Part] = []
+        self._value: Any = None
+        self._status: Status | None = None
+        self._error: BaseException | None = None
         self._done = False
         self._step(None)
 
     # -- driving the generator ------------------------------------------------------------
-    def _step(self, statuses=None, error=None):
+    def _step(self, statuses: list[Envelope] | None = None,
+              error: BaseException | None = None) -> None:
         """Resume the generator with the statuses of its parts, or throw a part's error in."""
+        assert self._steps is not None  # only Single has none, and it steps itself
         try:
             if error is None:
-                self._parts = self._steps.send(statuses)
+                # None starts the generator (its first send)
+                self._parts = self._steps.send(statuses)  # type: ignore[arg-type]
             else:
                 self._parts = self._steps.throw(error)
         except StopIteration as stop:
@@ -106,20 +155,20 @@ class Request:
             self._error = self._translate(exc)
             self._done, self._parts = True, []
 
-    def _finish(self, value):
+    def _finish(self, value: Any) -> None:
         self._done, self._parts = True, []
         if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], Status):
             self._value, self._status = value
         else:
             self._value = value
 
-    def _translate(self, exc):
+    def _translate(self, exc: BaseException) -> BaseException:
         return translate(self._comm, exc)
 
-    def _progress(self):
+    def _progress(self) -> bool:
         """Advance without blocking; return True once complete."""
         while not self._done:
-            statuses = []
+            statuses: list[Envelope] = []
             try:
                 for part in self._parts:
                     st = part.test()
@@ -132,7 +181,7 @@ class Request:
             self._step(statuses)
         return True
 
-    def _block(self, timeout=None):
+    def _block(self, timeout: float | None = None) -> None:
         """Advance until complete (``timeout`` seconds per engine wait)."""
         while not self._done:
             try:
@@ -144,7 +193,7 @@ class Request:
                 continue
             self._step(statuses)
 
-    def _result(self, status):
+    def _result(self, status: Status | None) -> Any:
         if status is not None and self._status is not None:
             status._fill(self._status)
         if self._error is not None:
@@ -152,27 +201,27 @@ class Request:
         return self._value
 
     # -- mpi4py's names -------------------------------------------------------------------
-    def wait(self, status=None, timeout=None):
+    def wait(self, status: Status | None = None, timeout: float | None = None) -> Any:
         """Block until complete; return the received object (None for sends)."""
         self._block(timeout)
         return self._result(status)
 
-    def test(self, status=None):
+    def test(self, status: Status | None = None) -> tuple[bool, Any]:
         """Return ``(True, object)`` once complete, else ``(False, None)``."""
         if self._progress():
             return True, self._result(status)
         return False, None
 
-    def Wait(self, status=None, timeout=None):
+    def Wait(self, status: Status | None = None, timeout: float | None = None) -> bool:
         """Block until complete; fill ``status``; return True."""
         self.wait(status, timeout)
         return True
 
-    def Test(self, status=None):
+    def Test(self, status: Status | None = None) -> bool:
         """Return True once complete (filling ``status``), else False."""
         return self.test(status)[0]
 
-    def get_status(self, status=None):
+    def get_status(self, status: Status | None = None) -> bool:
         """Return True once complete, filling ``status``; does not consume the result."""
         done = self._progress()
         if done and status is not None and self._status is not None:
@@ -181,7 +230,7 @@ class Request:
 
     Get_status = get_status
 
-    def cancel(self):
+    def cancel(self) -> bool:
         """Cancel a receive that has not matched yet; it then completes as cancelled."""
         cancelled = any(part.cancel() for part in self._parts if hasattr(part, "cancel"))
         if cancelled:
@@ -194,19 +243,19 @@ class Request:
 
     Cancel = cancel
 
-    def Free(self):
+    def Free(self) -> None:
         """Forget the request (the engine still completes it)."""
 
     @property
-    def done(self):
+    def done(self) -> bool:
         """True once complete."""
         return self._progress()
 
-    def _engine_fd(self):
+    def _engine_fd(self) -> int | None:
         comm = self._comm
         return None if comm is None else comm._world.port.fileno()
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, Any]:
         from coc.comm import aio
         return aio.wait(self).__await__()
 
@@ -220,23 +269,27 @@ class Single(Request):
     engine requests themselves.
     """
 
-    def __init__(self, part, comm, receive):
+    _comm: Communicator                 # always set (a Request's may be None)
+
+    def __init__(self, part: Part, comm: Communicator, receive: bool) -> None:
         self._steps, self._comm, self._receive = None, comm, receive
         self._parts, self._value, self._status, self._error = [part], None, None, None
         self._done = False
 
-    def _step(self, statuses=None, error=None):
+    def _step(self, statuses: list[Envelope] | None = None,
+              error: BaseException | None = None) -> None:
         self._done, self._parts = True, []
         if error is not None:
             self._error = self._translate(error)
         elif self._receive:
-            st = statuses[0]
+            st = statuses[0]  # type: ignore[index]  # a part completed: its status came
             self._status = Status(self._comm._rank_of(st.source), st.tag, st.count)
 
 
-def run(steps, comm=None):
+def run(steps: Steps[_T], comm: Communicator | None = None) -> _T:
     """Drive the generator ``steps`` to completion now and return its value."""
-    statuses, error = None, None
+    statuses: Any = None            # None starts the generator
+    error: BaseException | None = None
     try:
         while True:
             parts = steps.send(statuses) if error is None else steps.throw(error)
@@ -246,26 +299,30 @@ def run(steps, comm=None):
             except Exception as exc:  # noqa: BLE001 - the generator may handle it
                 error = exc
     except StopIteration as stop:
-        return stop.value
+        value: _T = stop.value
+        return value
     except (TruncationError, PeerLost) as exc:
         raise translate(comm, exc) from None
 
 
-def waitall(requests, statuses=None):
+def waitall(requests: Sequence[Request],
+            statuses: Sequence[Status] | None = None) -> list[Any]:
     """Wait for every request; return the list of their results."""
     results = [r.wait() if statuses is None else r.wait(statuses[i])
                for i, r in enumerate(requests)]
     return results
 
 
-def testall(requests, statuses=None):
+def testall(requests: Sequence[Request],
+            statuses: Sequence[Status] | None = None) -> tuple[bool, list[Any] | None]:
     """Return ``(True, results)`` when every request is complete, else ``(False, None)``."""
     if all(r._progress() for r in requests):
         return True, waitall(requests, statuses)
     return False, None
 
 
-def testany(requests, status=None):
+def testany(requests: Sequence[Request | None],
+            status: Status | None = None) -> tuple[int, bool, Any]:
     """Return ``(index, True, result)`` of a complete request, or ``(-1, False, None)``."""
     for i, r in enumerate(requests):
         if r is not None and r._progress():
@@ -273,7 +330,8 @@ def testany(requests, status=None):
     return -1, False, None
 
 
-def waitany(requests, status=None, timeout=None):
+def waitany(requests: Sequence[Request | None], status: Status | None = None,
+            timeout: float | None = None) -> tuple[int, Any]:
     """Wait until one request completes; return ``(index, result)``.
 
     Sleeps on the engine's pollable fd between checks (no busy loop).
@@ -282,7 +340,7 @@ def waitany(requests, status=None, timeout=None):
     if not any(r is not None for r in requests):
         return -1, None
     deadline = None if timeout is None else time.monotonic() + timeout
-    fds = {r._engine_fd() for r in requests if r is not None} - {None}
+    fds = {fd for r in requests if r is not None and (fd := r._engine_fd()) is not None}
     while True:
         for r in requests:
             if r is not None and r._comm is not None:
@@ -302,7 +360,7 @@ def waitany(requests, status=None, timeout=None):
             time.sleep(min(left, 0.001))
 
 
-def _all_done(requests, statuses=None):
+def _all_done(requests: Sequence[Request], statuses: Sequence[Status] | None = None) -> bool:
     waitall(requests, statuses)
     return True
 

@@ -15,14 +15,37 @@ Only the engine port (:mod:`coc.comm.port`) uses this module: it hands in the re
 message (its ``MixedLanes``).
 """
 
+from __future__ import annotations
+
 import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from coc.comm.request import Envelope, Part
 
 __all__ = ["SiteMPI", "MPIComm", "PartStatus", "pause"]
+
+# The site's mpi4py is found at run time past coc's own import hook (coc.realmpi), so its
+# module, communicators and requests are typed Any here.
+_MPI = Any
+
+
+class _Testable(Protocol):
+    def test(self) -> Envelope | None: ...
+
+
+class _Engine(Protocol):
+    """What this module asks of the engine the port hands in (``coc._engine.Engine``)."""
+
+    def iprobe(self, source: int, tag: int, context: int) -> Envelope | None: ...
+    def irecv(self, buf: Any, source: int, tag: int, context: int) -> Part: ...
+    def irecv_alloc(self, source: int, tag: int, context: int) -> Part: ...
 
 _POLL_SLEEP = 20e-6      # seconds between polls of a receive that waits on two transports
 
 
-def pause():
+def pause() -> None:
     """Yield the CPU briefly while polling two transports."""
     time.sleep(_POLL_SLEEP)
 
@@ -32,18 +55,19 @@ class PartStatus:
 
     __slots__ = ("source", "tag", "context", "count")
 
-    def __init__(self, source, tag, context, count):
+    def __init__(self, source: int, tag: int, context: int, count: int) -> None:
         self.source, self.tag, self.context, self.count = source, tag, context, count
 
 
 class _MPIPart:
     """An MPI request shaped like an engine request (``test``, ``wait``, ``cancel``)."""
 
-    def __init__(self, mpi, request, context, peer, capacity=None):
+    def __init__(self, mpi: _MPI, request: _MPI, context: int, peer: int,
+                 capacity: int | None = None) -> None:
         self.mpi, self.request, self.context = mpi, request, context
         self.peer, self.capacity = peer, capacity
 
-    def _complete(self, block):
+    def _complete(self, block: bool) -> PartStatus | None:
         st = self.mpi.Status()
         try:
             done = self.request.Wait(st) if block else self.request.Test(st)
@@ -59,16 +83,20 @@ class _MPIPart:
             return None
         return PartStatus(self.peer, st.Get_tag(), self.context, st.Get_count(self.mpi.BYTE))
 
-    def test(self):
+    def test(self) -> PartStatus | None:
         return self._complete(False)
 
-    def wait(self, timeout=None):
-        return self._complete(True) if timeout is None else _poll(self, timeout)
+    def wait(self, timeout: float | None = None) -> Envelope:
+        if timeout is None:
+            st = self._complete(True)
+            assert st is not None     # a blocking MPI Wait completes
+            return st
+        return _poll(self, timeout)
 
-    def message(self):
+    def message(self) -> None:
         return None
 
-    def cancel(self):
+    def cancel(self) -> bool:
         self.request.Cancel()
         st = self.mpi.Status()
         self.request.Wait(st)
@@ -85,20 +113,22 @@ class _ProbedPart:
     whichever of them is tested, as MPI's posted receives match in posting order.
     """
 
-    def __init__(self, comm, buf, source, tag, slot):
+    def __init__(self, comm: MPIComm, buf: Any, source: int, tag: int, slot: int) -> None:
         self.comm, self.buf, self.tag, self.slot = comm, buf, tag, slot
         self.source = source                     # world rank, or -1
-        self.inner, self.cancelled, self.data = None, False, None
+        self.inner: Part | None = None
+        self.cancelled = False
+        self.data: Any = None                    # memory of the probed size (buf None)
         comm.any_parts.append(self)
 
-    def test(self):
+    def test(self) -> Envelope | None:
         if self.inner is None:
             _claim(self.comm.any_parts)
             if self.inner is None:
                 return None
         return self.inner.test()
 
-    def _probe(self):
+    def _probe(self) -> tuple[bool, int, int, int] | None:
         """Return ``(mpi, source, tag, count)`` of a message this receive matches, or None.
 
         ``source`` is the engine endpoint (mpi False) or the rank in the MPI communicator.
@@ -116,12 +146,12 @@ class _ProbedPart:
                 return True, mst.Get_source(), mst.Get_tag(), mst.Get_count(MPI.BYTE)
         return None
 
-    def _takes(self, slot, tag, source):
+    def _takes(self, slot: int, tag: int, source: int) -> bool:
         """Return True when this receive matches a message on ``slot`` with ``tag`` from
         world rank ``source``."""
         return self.slot == slot and self.tag in (-1, tag) and self.source in (-1, source)
 
-    def _receive(self, mpi, source, tag, count):
+    def _receive(self, mpi: bool, source: int, tag: int, count: int) -> None:
         """Start the real receive of the probed message (exact source and tag)."""
         comm, context = self.comm, self.comm.context + self.slot
         if not mpi:
@@ -136,21 +166,23 @@ class _ProbedPart:
         self.inner = _MPIPart(comm.MPI, request, context, comm.world_of[source],
                               _nbytes(self.buf))
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: float | None = None) -> Envelope:
         return _poll(self, timeout)
 
-    def message(self):
+    def message(self) -> Any:
         """Return the bytes received into memory of their size (a receive without ``buf``)."""
-        return self.data if self.data is not None else self.inner.message()
+        if self.data is not None:
+            return self.data
+        return None if self.inner is None else self.inner.message()
 
-    def cancel(self):
+    def cancel(self) -> bool:
         if self.inner is None:
             self.cancelled = True
             return True
         return False
 
 
-def _claim(pending):
+def _claim(pending: list[_ProbedPart]) -> None:
     """Give probed messages to the pending ANY_SOURCE receives ``pending`` (oldest first).
 
     A message goes to the oldest pending receive it matches, not to the one whose probe
@@ -173,11 +205,11 @@ def _claim(pending):
         at = 0                      # older receives may match what arrived meanwhile
 
 
-def _nbytes(buf):
+def _nbytes(buf: Any) -> int:
     return memoryview(buf).nbytes
 
 
-def _poll(part, timeout):
+def _poll(part: _Testable, timeout: float | None) -> Envelope:
     """Test ``part`` until complete; raise CocTimeoutError after ``timeout`` seconds."""
     from coc.errors import CocTimeoutError
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -193,13 +225,14 @@ def _poll(part, timeout):
 class SiteMPI:
     """The MPI job this process belongs to, seen from coc: which world ranks it reaches."""
 
-    def __init__(self, MPI, rank, site):
+    def __init__(self, MPI: _MPI, rank: int, site: str) -> None:
         """``MPI`` is the real ``mpi4py.MPI``; collective over the MPI job."""
         self.MPI = MPI
         pairs = MPI.COMM_WORLD.allgather((rank, site))
         self.mpi_rank_of = {r: i for i, (r, s) in enumerate(pairs) if s == site}
 
-    def communicator(self, ranks, block, engine, context, slots):
+    def communicator(self, ranks: Iterable[int], block: int, engine: _Engine, context: int,
+                     slots: int) -> MPIComm | None:
         """Return the :class:`MPIComm` of a coc communicator of world ranks ``ranks``.
 
         None when fewer than two of them are in this MPI job (nothing goes through MPI).
@@ -224,18 +257,19 @@ class MPIComm:
     engine serves receives from any source (probed on both transports).
     """
 
-    def __init__(self, MPI, comms, members, engine, context):
+    def __init__(self, MPI: _MPI, comms: list[_MPI], members: list[int], engine: _Engine,
+                 context: int) -> None:
         self.MPI, self.comms, self.engine, self.context = MPI, comms, engine, context
         self.world_of = members
         self.rank_of = {w: i for i, w in enumerate(members)}
-        self.any_parts = []            # ANY_SOURCE receives not matched yet
+        self.any_parts: list[_ProbedPart] = []   # ANY_SOURCE receives not matched yet
 
-    def isend(self, buf, target, tag, slot):
+    def isend(self, buf: Any, target: int, tag: int, slot: int) -> _MPIPart:
         """Start sending ``buf`` to world rank ``target`` through MPI."""
         request = self.comms[slot].Isend([buf, self.MPI.BYTE], self.rank_of[target], tag)
         return _MPIPart(self.MPI, request, self.context + slot, target)
 
-    def irecv(self, buf, source, tag, slot):
+    def irecv(self, buf: Any, source: int, tag: int, slot: int) -> _MPIPart | _ProbedPart:
         """Start receiving into ``buf`` from world rank ``source`` (-1: any) with ``tag``.
 
         ``buf`` None receives into memory of the message's size (``part.message()``).
@@ -246,7 +280,7 @@ class MPIComm:
         request = self.comms[slot].Irecv([buf, self.MPI.BYTE], self.rank_of[source], mpi_tag)
         return _MPIPart(self.MPI, request, self.context + slot, source, _nbytes(buf))
 
-    def iprobe(self, source, tag, slot):
+    def iprobe(self, source: int, tag: int, slot: int) -> PartStatus | None:
         """Return the PartStatus of a matching MPI message not yet received, or None."""
         st = self.MPI.Status()
         mpi_source = self.MPI.ANY_SOURCE if source < 0 else self.rank_of[source]

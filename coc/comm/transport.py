@@ -21,11 +21,22 @@ the engine allocates the message's exact size when it matches, so MPI's matching
 arrays live in that memory (no copy).
 """
 
+from __future__ import annotations
+
 import struct
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from coc.comm import pickling
+from coc.comm.request import Envelope, Part, Steps
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
+
+    from coc.comm.communicator import Communicator
 
 __all__ = ["CONTEXTS", "OBJ", "BUF", "COLL", "COLL_BUF", "SLOTS", "ALIGN", "post",
            "post_obj", "encode_obj", "recv_obj", "decode_obj", "parallel", "sent"]
@@ -46,8 +57,11 @@ _PICKLE, _GATHER = 0x80, ord("B")
 _HEAD = struct.Struct("<BxxxIQ")           # kind, buffer count, stream bytes
 _ZEROS = bytes(ALIGN)
 
+#: What one message is sent from: one buffer, or a gather list sent as one message.
+Message = Union["Buffer", "npt.NDArray[Any]", "list[Buffer]"]
 
-def post(comm, buf, dest, tag, ctx):
+
+def post(comm: Communicator, buf: Message, dest: int, tag: int, ctx: int) -> Part:
     """Start sending ``buf`` (or a list of buffers, as one message) to rank ``dest``.
 
     Returns the engine request (or the site MPI's: the engine port chooses).
@@ -56,27 +70,28 @@ def post(comm, buf, dest, tag, ctx):
         raise ValueError(f"{comm.name}: destination rank {dest} out of range 0..{comm.size - 1}")
     target, lanes = comm._ranks[dest], comm._lanes
     req = lanes.isend(buf, target, tag, ctx)
-    if type(buf) is list:
+    if type(buf) is list:               # (type(), not isinstance(): a send's hot path)
         nbytes = sum(memoryview(b).nbytes for b in buf)
     else:
-        nbytes = buf.nbytes if isinstance(buf, np.ndarray) else memoryview(buf).nbytes
+        nbytes = (buf.nbytes if isinstance(buf, np.ndarray)
+                  else memoryview(buf).nbytes)  # type: ignore[arg-type]  # no list here
     comm._world.count(target, nbytes, not lanes.direct and lanes.via_mpi(target))
     return req
 
 
-def post_obj(comm, obj, dest, tag, ctx):
+def post_obj(comm: Communicator, obj: Any, dest: int, tag: int, ctx: int) -> Part:
     """Start sending object ``obj`` as one message on context ``ctx``; return the request."""
     return post(comm, encode_obj(obj), dest, tag, ctx)
 
 
-def encode_obj(obj):
+def encode_obj(obj: Any) -> Message:
     """Return the message of ``obj``: its pickle stream, or a gather list (see above)."""
     stream, buffers = pickling.dumps(obj)
     if not buffers:
         return stream
     sizes = [b.nbytes for b in buffers]
     head = _HEAD.pack(_GATHER, len(sizes), len(stream)) + struct.pack(f"<{len(sizes)}Q", *sizes)
-    parts = [head, stream]
+    parts: list[Buffer] = [head, stream]
     at = len(head) + len(stream)
     for b, n in zip(buffers, sizes):
         pad = -at % ALIGN
@@ -87,7 +102,7 @@ def encode_obj(obj):
     return parts
 
 
-def decode_obj(comm, message, st):
+def decode_obj(comm: Communicator, message: Buffer | None, st: Envelope) -> Any:
     """Return the object in ``message`` (the bytes of one object message, status ``st``)."""
     world = comm._world
     foreign = world.sites[st.source] != world.site
@@ -105,7 +120,7 @@ def decode_obj(comm, message, st):
                          f"(tag {st.tag}) names {count} buffers but holds {len(view)} bytes")
     sizes = struct.unpack_from(f"<{count}Q", view, _HEAD.size)
     stream, at = view[at:at + stream_len], at + stream_len
-    buffers = []
+    buffers: list[memoryview] = []
     for n in sizes:
         at += -at % ALIGN
         buffers.append(view[at:at + n])
@@ -117,25 +132,27 @@ def decode_obj(comm, message, st):
     return pickling.loads(stream, buffers, foreign=foreign)
 
 
-def recv_obj(comm, source, tag, ctx):
+def recv_obj(comm: Communicator, source: int, tag: int, ctx: int
+             ) -> Steps[tuple[Any, Envelope]]:
     """Receive one object (generator); return ``(object, engine status)``."""
     part = comm._irecv(None, source, tag, ctx)
     (st,) = yield [part]
     return decode_obj(comm, part.message(), st), st
 
 
-def sent(parts):
+def sent(parts: list[Part]) -> Steps[None]:
     """Wait for send requests ``parts`` (generator); return None."""
     yield parts
 
 
-def parallel(steps):
+def parallel(steps: Iterable[Steps[Any]]) -> Steps[list[Any]]:
     """Run several generators at once (generator); return the list of their values."""
     steps = list(steps)
-    results, waiting = [None] * len(steps), {}
+    results: list[Any] = [None] * len(steps)
+    waiting: dict[int, list[Part]] = {}
     for i, gen in enumerate(steps):
         try:
-            waiting[i] = gen.send(None)
+            waiting[i] = next(gen)
         except StopIteration as stop:
             results[i] = stop.value
     while waiting:

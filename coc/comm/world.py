@@ -8,18 +8,21 @@ rank and returns the world communicator. Without ``coc-run`` it returns a world 
 messages still find their receiver) and closes the engine.
 """
 
+from __future__ import annotations
+
 import atexit
 import os
 import socket
 import time
 import warnings
+from typing import Any, Optional, TypedDict
 
 from coc.comm import port as engine_port
 from coc.comm import transport
 from coc.comm.communicator import Communicator
 from coc.comm.request import Request, run
 from coc.errors import CocError
-from coc.routes import next_hops
+from coc.routes import Routes, next_hops
 
 __all__ = ["World", "init", "finalize", "initialized", "Wtime", "Wtick", "counters",
            "reset_counters"]
@@ -33,10 +36,15 @@ counters = {"messages": 0, "bytes": 0, "inter_site_messages": 0, "inter_site_byt
 #: Seconds :func:`finalize` waits for the other ranks before closing anyway.
 FINALIZE_TIMEOUT = float(os.environ.get("COC_FINALIZE_TIMEOUT", "60"))
 
-_state = {"comm": None, "finalized": False}
+class _State(TypedDict):
+    comm: Optional[Communicator]     # the world communicator between init and finalize
+    finalized: bool
 
 
-def reset_counters():
+_state: _State = {"comm": None, "finalized": False}
+
+
+def reset_counters() -> None:
     """Set every counter of :data:`counters` back to zero."""
     for key in counters:
         counters[key] = 0
@@ -45,22 +53,23 @@ def reset_counters():
 class World:
     """The engine port of this process and what it knows of every rank of the job."""
 
-    def __init__(self, port, rank, size, site, host):
+    def __init__(self, port: engine_port.Port, rank: int, size: int, site: str,
+                 host: str) -> None:
         self.port, self.rank, self.size = port, rank, size
         self.site, self.host = site, host
         self.sites, self.hosts = [site] * size, [host] * size
         self.counters = counters
         self.next_block = 1
-        self._levels = None
-        self.routes = {}                 # {world rank: {size class: [(next hop, weight), ...]}}
-        self.comm_names = {}             # {context block: communicator name}
+        self._levels: list[dict[str, int]] | None = None
+        self.routes: Routes = {}         # {world rank: {size class: [(next hop, weight), ...]}}
+        self.comm_names: dict[int, str] = {}   # {context block: communicator name}
 
     @property
-    def gateways(self):
+    def gateways(self) -> list[int]:
         """Return the endpoint ids of the gateway daemons this rank sends through."""
         return [hop for hop in next_hops(self.routes) if hop >= self.size]
 
-    def count(self, dest, nbytes, site_mpi=False):
+    def count(self, dest: int, nbytes: int, site_mpi: bool = False) -> None:
         """Count one message of ``nbytes`` to world rank ``dest``."""
         c = self.counters
         c["messages"] += 1
@@ -70,7 +79,7 @@ class World:
             c["inter_site_messages"] += 1
             c["inter_site_bytes"] += nbytes
 
-    def describe_pending(self, ops):
+    def describe_pending(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Add ``comm`` (name and traffic kind) to ``Engine.pending()`` entries.
 
         Peers stay endpoint ids, which are world ranks for ranks.
@@ -81,7 +90,7 @@ class World:
             op["comm"] = f"{self.comm_names.get(block, f'block {block}')} ({kind})"
         return ops
 
-    def color(self, level, rank):
+    def color(self, level: str, rank: int) -> int:
         """Return world rank ``rank``'s color at ``level`` (from the job's topology file)."""
         if self._levels is None:
             self._levels = _rank_levels(self)
@@ -92,7 +101,7 @@ class World:
                              f"(host {self.hosts[rank]!r})") from None
 
 
-def _rank_levels(world):
+def _rank_levels(world: World) -> list[dict[str, int]]:
     """Return ``[{level: color}]`` per rank from ``COC_TOPOLOGY``, or from site and host names."""
     path = os.environ.get("COC_TOPOLOGY")
     if path:
@@ -108,7 +117,7 @@ def _rank_levels(world):
              "host": places.index((s, h))} for s, h in zip(world.sites, world.hosts)]
 
 
-def init():
+def init() -> Communicator:
     """Join the job and return the world communicator (``coc.COMM_WORLD``).
 
     Under ``coc-run`` this opens the engine, meets every other rank and learns where each
@@ -156,12 +165,12 @@ def init():
     return comm
 
 
-def initialized():
+def initialized() -> bool:
     """Return True between :func:`init` and :func:`finalize`."""
     return _state["comm"] is not None
 
 
-def finalize():
+def finalize() -> None:
     """Wait (bounded) for every rank to get here, then close the engine. Idempotent."""
     comm = _state["comm"]
     if comm is None:
@@ -178,11 +187,11 @@ def finalize():
         comm._world.port.close()
 
 
-def Wtime():
+def Wtime() -> float:
     """Return elapsed wall-clock seconds (high resolution) since an arbitrary point."""
     return time.perf_counter()
 
 
-def Wtick():
+def Wtick() -> float:
     """Return the resolution of :func:`Wtime` in seconds."""
     return time.get_clock_info("perf_counter").resolution

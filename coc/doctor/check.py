@@ -8,10 +8,16 @@ be made, which names the link and the fix). Gateway hosts run no probe: their in
 and ports are checked by the links their daemons make before any rank starts.
 """
 
+from __future__ import annotations
+
 import json
 import subprocess
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
 
 from coc import topology
 from coc.doctor.probe import PREFIX
@@ -40,14 +46,14 @@ class Row:
     fix: str = ""
 
 
-def _probe_hosts(G):
+def _probe_hosts(G: nx.Graph) -> dict[str, list[str]]:
     """Return ``{site: [host, ...]}``: the hosts of each site that can run a rank."""
     slots = topology.placement_slots(G)
     return {site: [h for h in topology.hosts(G, site=site) if h in slots]
             for site in topology.sites(G)}
 
 
-def coc_run_argv(source, G, options):
+def coc_run_argv(source: str, G: nx.Graph, options: Sequence[str]) -> list[str]:
     """Return the ``coc-run`` command that runs the probe on every rank host of ``G``."""
     argv = [*python_argv("coc.launcher.cli"), "--topology", str(source),
             "--watchdog", "0", *options]
@@ -58,7 +64,8 @@ def coc_run_argv(source, G, options):
     return [*argv, "-m", "coc.doctor.probe"]
 
 
-def run_probe(source, G, options, timeout):
+def run_probe(source: str, G: nx.Graph, options: Sequence[str], timeout: float
+              ) -> tuple[int | None, list[dict[str, Any]], list[str]]:
     """Run the probe job; return ``(exit status, [result dicts], coc-run's stderr lines)``."""
     try:
         done = subprocess.run(coc_run_argv(source, G, options), capture_output=True,
@@ -69,12 +76,12 @@ def run_probe(source, G, options, timeout):
     return done.returncode, _results(done.stdout), done.stderr.splitlines()
 
 
-def _results(text):
+def _results(text: str) -> list[dict[str, Any]]:
     return [json.loads(line[len(PREFIX):]) for line in text.splitlines()
             if line.startswith(PREFIX)]
 
 
-def _failure_rows(status, errors):
+def _failure_rows(status: int | None, errors: list[str]) -> list[Row]:
     """Rows for what coc-run said when the probe job failed."""
     rows = []
     lines = [line.removeprefix("coc-run: ").removeprefix("error: ") for line in errors
@@ -94,7 +101,7 @@ def _failure_rows(status, errors):
     return rows
 
 
-def _host_rows(hosts):
+def _host_rows(hosts: Iterable[dict[str, Any]]) -> list[Row]:
     rows = []
     for info in hosts:
         where = f"host {info['host']}"
@@ -113,12 +120,12 @@ def _host_rows(hosts):
     return rows
 
 
-def _judged(check, where, bad, detail, fix):
+def _judged(check: str, where: str, bad: bool, detail: str, fix: str) -> Row:
     """Return a row that is a warning with ``fix`` when ``bad``, else ok."""
     return Row(check, where, "warning" if bad else "ok", detail, fix if bad else "")
 
 
-def _probe_rows(G, probes):
+def _probe_rows(G: nx.Graph, probes: Iterable[dict[str, Any]]) -> list[Row]:
     rows = []
     for p in probes:
         where, skew = f"{p['source']} -> {p['host']}", p["offset"]
@@ -140,13 +147,13 @@ def _probe_rows(G, probes):
     return rows
 
 
-def topology_bandwidths(G, route):
+def topology_bandwidths(G: nx.Graph, route: topology.Route) -> list[float]:
     """Return the bandwidths of the networks ``route`` crosses."""
     return [G.nodes[net]["bandwidth"] for hop in route.hops for net in hop.networks
             if net in G and G.nodes[net].get("kind") == "network"] or [float("inf")]
 
 
-def diagnose(source, options=(), timeout=120.0):
+def diagnose(source: str, options: Iterable[str] = (), timeout: float = 120.0) -> list[Row]:
     """Check topology ``source`` (file or library name) against the machines; return rows.
 
     ``options`` are ``coc-run`` options that say how to reach the sites (``--testbed``,
@@ -171,7 +178,7 @@ def diagnose(source, options=(), timeout=120.0):
     return rows
 
 
-def format_table(rows):
+def format_table(rows: Iterable[Row]) -> str:
     """Return the rows as the table ``coc doctor`` prints, problems last with their fixes."""
     order = {"ok": 0, "warning": 1, "problem": 2}
     rows = sorted(rows, key=lambda r: order[r.status])

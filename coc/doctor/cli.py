@@ -1,12 +1,16 @@
 """``coc doctor TOPOLOGY``: the command line of :mod:`coc.doctor.check`."""
 
+from __future__ import annotations
+
+import argparse
+
 from coc.doctor.check import diagnose, format_table
 
 __all__ = ["register"]
 
 
-def _doctor(args):
-    options = []
+def _doctor(args: argparse.Namespace) -> int:
+    options: list[str] = []
     if args.testbed:
         options += ["--testbed", args.testbed]
     for flag, values in (("--profile", args.profile), ("--port-range", args.port_range),
@@ -18,7 +22,7 @@ def _doctor(args):
     return 1 if any(r.status == "problem" for r in rows) else 0
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``coc doctor`` to the ``coc`` command's sub-parsers."""
     p = sub.add_parser("doctor", help="check a topology against the real machines before a "
                                       "job: sites, Pythons, interfaces, links, clocks, speeds")

@@ -9,12 +9,22 @@ one-way latency (half the median round trip of 8-byte messages) and the bandwidt
 1 MiB message). Every result is one line ``coc-doctor {json}`` on stdout.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coc.comm import Communicator
+
+#: This host's clock as the probe reads it (time.time(), plus a test's fake offset).
+Clock = Callable[[], float]
 
 #: Prefix of the lines :mod:`coc.doctor.check` reads.
 PREFIX = "coc-doctor "
@@ -25,12 +35,12 @@ CLOCK_OFFSET = "COC_DOCTOR_CLOCK_OFFSET"
 _PINGS, _BULK = 20, 1 << 20
 
 
-def say(kind, **fields):
+def say(kind: str, **fields: Any) -> None:
     """Print one result line for coc doctor."""
     print(PREFIX + json.dumps({"kind": kind, **fields}), flush=True)
 
 
-def present_addresses():
+def present_addresses() -> set[str] | None:
     """Return the IP addresses on this host's interfaces (None when ``ip`` cannot tell)."""
     try:
         out = subprocess.run(["ip", "-o", "addr", "show"], capture_output=True, text=True,
@@ -40,7 +50,7 @@ def present_addresses():
     return {line.split()[3].split("/")[0] for line in out.splitlines() if len(line.split()) > 3}
 
 
-def declared_interfaces(host):
+def declared_interfaces(host: str) -> list[tuple[str, str | None, str | None]]:
     """Return ``[(network, interface name, address)]`` the topology gives ``host``."""
     from coc import topology
     from coc.errors import TopologyWarning
@@ -53,11 +63,11 @@ def declared_interfaces(host):
             if d.get("kind") == "interface"]
 
 
-def report_host():
+def report_host() -> None:
     """Say what this host has: Python, coc, and the declared interfaces found or missing."""
     import coc
 
-    host = os.environ.get("COC_HOST")
+    host = os.environ.get("COC_HOST", "")
     # engines on loopback (the embedded default: every site on this machine) use none of the
     # declared addresses, so there is nothing to check
     local = os.environ.get("COC_LISTEN_HOST", "127.0.0.1").startswith("127.")
@@ -70,7 +80,7 @@ def report_host():
         python_version=sys.version.split()[0], coc=coc.__version__, interfaces=interfaces)
 
 
-def _serve(comm, clock):
+def _serve(comm: Communicator, clock: Clock) -> None:
     """Every rank but 0: answer rank 0's probes until it says done."""
     buf = bytearray(_BULK)
     while (order := comm.recv(source=0, tag=1)) != "done":
@@ -85,9 +95,9 @@ def _serve(comm, clock):
             comm.Send(memoryview(buf)[:1], 0, tag=4)
 
 
-def _probe(comm, peer, clock):
+def _probe(comm: Communicator, peer: int, clock: Clock) -> dict[str, float]:
     """Rank 0: measure clock offset, latency and bandwidth toward ``peer``."""
-    best = None
+    best: tuple[float, float] | None = None
     for _ in range(5):
         t0 = time.time()
         comm.send("clock", peer, tag=1)
@@ -108,20 +118,21 @@ def _probe(comm, peer, clock):
     comm.Send(bulk, peer, tag=4)
     comm.Recv(memoryview(bulk)[:1], source=peer, tag=4)
     elapsed = max(time.perf_counter() - t0 - 2 * statistics.median(halves), 1e-9)
+    assert best is not None        # five clock exchanges ran
     return {"offset": best[0], "latency": statistics.median(halves),
             "bandwidth": _BULK / elapsed}
 
 
-def main():
+def main() -> None:
     """Report the host, join the job, and (rank 0) probe every other rank."""
     report_host()
     import coc
 
     given = dict(item.split("=", 1) for item in
                  (os.environ.get(CLOCK_OFFSET) or "").split(",") if "=" in item)
-    offset = float(given.get(os.environ.get("COC_HOST"), 0))
+    offset = float(given.get(os.environ.get("COC_HOST", ""), 0))
 
-    def clock():
+    def clock() -> float:
         return time.time() + offset
 
     comm = coc.init()

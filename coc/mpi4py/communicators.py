@@ -435,6 +435,8 @@ class Intracomm(Comm):
         if status is not None:
             status._fill(st)
 
+    # Probe/Iprobe/Mprobe here and probe/iprobe/mprobe below are alike on purpose: mpi4py
+    # names a buffer form and an object form of each, and each delegates to its own.
     def Probe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Wait until a buffer message matches; return True."""
         return self._c.Probe(source, tag, status)

@@ -1,8 +1,14 @@
 """Build a testbed from its plan, and remove everything a testbed made, crashed or not."""
 
+from __future__ import annotations
+
 import os
 import signal
 import time
+from collections.abc import Sequence
+from typing import Any, cast
+
+import networkx as nx
 
 from coc.testbed import firewall, names, netns, plan as planning, shaping, state
 from coc.errors import TestbedError
@@ -21,11 +27,11 @@ _NO_IPV6 = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disabl
 _GRACE = 2.0  # seconds processes left in a testbed get between SIGTERM and SIGKILL
 
 
-def _uses_ipv6(plan):
+def _uses_ipv6(plan: planning.Plan) -> bool:
     return any(":" in (net["subnet"] or "") for net in plan["networks"].values())
 
 
-def _check_isolation(plan):
+def _check_isolation(plan: planning.Plan) -> None:
     """Read back ip_forward in every namespace and check no host has a default route."""
     for ns in planning.namespaces(plan):
         if netns.read_sysctl(ns, "net.ipv4.ip_forward") != "0":
@@ -37,7 +43,7 @@ def _check_isolation(plan):
                 raise TestbedError(f"host {host!r} has a default route (via {iface})")
 
 
-def _create(plan):
+def _create(plan: planning.Plan) -> dict[str, bool]:
     """Create the namespaces, bridges, veths, addresses and qdiscs; return the qdisc kinds."""
     all_ns = planning.namespaces(plan)
     netns.add_namespaces(all_ns)
@@ -59,7 +65,7 @@ def _create(plan):
     return offered
 
 
-def build(G, name):
+def build(G: nx.Graph, name: str) -> state.Record:
     """Build topology ``G`` as testbed ``name`` and return its recorded state.
 
     A testbed of that name left over from an earlier run (state file or namespaces) is
@@ -68,7 +74,7 @@ def build(G, name):
     plan = planning.make_plan(G, name)
     with state.lock(name):
         stale = _clean(name)
-        record = {**plan, "phase": "building", "created": time.time(), "offered": {},
+        record: state.Record = {**plan, "phase": "building", "created": time.time(), "offered": {},
                   "scale": G.graph.get("scale"), "stale_removed": stale}
         state.save(record)
         start = time.monotonic()
@@ -83,7 +89,7 @@ def build(G, name):
     return record
 
 
-def _end_processes(namespaces):
+def _end_processes(namespaces: Sequence[str]) -> int:
     """Terminate the processes still running in ``namespaces`` (TERM, then KILL); count them."""
     running = netns.pids(namespaces) - {os.getpid()}
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -102,11 +108,12 @@ def _end_processes(namespaces):
     return len(running)
 
 
-def _clean(name):
+def _clean(name: str) -> dict[str, int]:
     """Remove every namespace of testbed ``name`` (recorded or found by prefix) and its state."""
     record = state.load(name)
     present = netns.namespaces()
-    recorded = planning.namespaces(record) if record else []
+    # a record is its plan plus the phase and timings of building it
+    recorded = planning.namespaces(cast(planning.Plan, record)) if record else []
     victims = [ns for ns in dict.fromkeys(names.owned(name, recorded)
                                           + names.owned(name, present)) if ns in present]
     ended = _end_processes(victims)
@@ -119,7 +126,7 @@ def _clean(name):
     return {"namespaces": len(victims), "processes": ended}
 
 
-def destroy(name):
+def destroy(name: str) -> dict[str, Any]:
     """Remove testbed ``name``: end its processes, delete its namespaces, forget its state.
 
     Deleting a namespace destroys the veths and bridges in it, so nothing is left in the root

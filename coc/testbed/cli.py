@@ -1,8 +1,11 @@
 """``coc testbed up|down|status|exec``: build a topology as network namespaces and use it."""
 
+from __future__ import annotations
+
 import argparse
 import datetime
 import warnings
+from collections.abc import Sequence
 
 from coc.testbed import testbed as tb
 from coc.errors import TestbedError, TopologyWarning
@@ -10,24 +13,24 @@ from coc.errors import TestbedError, TopologyWarning
 __all__ = ["register", "describe"]
 
 
-def _bandwidth(value):
+def _bandwidth(value: float | None) -> str:
     from coc.topology.units import format_bandwidth
 
     return "-" if not value else format_bandwidth(value)
 
 
-def _latency(value):
+def _latency(value: float | None) -> str:
     from coc.topology.units import format_time
 
     return "-" if value is None else format_time(value)
 
 
-def _table(rows):
+def _table(rows: Sequence[Sequence[object]]) -> list[str]:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
-def describe(bed):
+def describe(bed: tb.Testbed) -> str:
     """Return the text ``coc testbed status`` prints for the :class:`Testbed` ``bed``."""
     s = bed.state
     built = datetime.datetime.fromtimestamp(s["created"], datetime.timezone.utc)
@@ -45,7 +48,7 @@ def describe(bed):
     lines.append(f"  kernel qdiscs: {offered}")
     for prop, (emulated, how) in bed.emulation().items():
         lines.append(f"  {prop}: {'emulated' if emulated else 'NOT EMULATED'} - {how}")
-    rows = [("host", "site", "role", "interfaces")]
+    rows: list[tuple[str, ...]] = [("host", "site", "role", "interfaces")]
     for host, h in s["hosts"].items():
         ifs = ", ".join(f"{i['dev']} {i['address']}/{i['prefixlen']} ({i['network']})"
                         for i in h["interfaces"])
@@ -65,7 +68,7 @@ def describe(bed):
     return "\n".join(lines)
 
 
-def _up(args):
+def _up(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:   # one line each, as coc-run says them
         warnings.simplefilter("always", TopologyWarning)
         bed = tb.up(args.topology, name=args.name, scale=args.scale)
@@ -86,7 +89,7 @@ def _up(args):
     return 0
 
 
-def _down(args):
+def _down(args: argparse.Namespace) -> int:
     names = [args.name] if args.name else tb.testbeds()
     if args.name is None and len(names) > 1 and not args.all:
         raise TestbedError(f"several testbeds are up ({', '.join(names)}): name one with "
@@ -100,7 +103,7 @@ def _down(args):
     return 0
 
 
-def _status(args):
+def _status(args: argparse.Namespace) -> int:
     names = [args.name] if args.name else tb.testbeds()
     if not names:
         print("no testbed is up")
@@ -109,14 +112,14 @@ def _status(args):
     return 0
 
 
-def _exec(args):
+def _exec(args: argparse.Namespace) -> int:
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not command:
         raise TestbedError("no command given: coc testbed exec HOST -- CMD ...")
     return tb.attach(args.name).exec(args.host, command).returncode
 
 
-def register(subparsers):
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``coc testbed`` and its sub-commands to the ``coc`` parser."""
     p = subparsers.add_parser(
         "testbed", help="build a topology as network namespaces on this machine (root)",

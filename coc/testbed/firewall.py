@@ -9,7 +9,10 @@ taken down. ``topology`` keys ``outbound_only`` are applied when the testbed is 
 tests plant others with :meth:`coc.testbed.Testbed.block_inbound`.
 """
 
+from __future__ import annotations
+
 import shutil
+from collections.abc import Iterable
 
 from coc.testbed import netns
 from coc.errors import TestbedError
@@ -20,13 +23,14 @@ __all__ = ["block_inbound", "clear", "TABLE"]
 TABLE = "coc_testbed"
 
 
-def _require_nft():
+def _require_nft() -> None:
     if shutil.which("nft") is None:
         raise TestbedError("blocking inbound connections needs `nft` (Debian/Ubuntu package "
                            "nftables) on PATH")
 
 
-def block_inbound(namespace, devs, ports=None):
+def block_inbound(namespace: str, devs: Iterable[str],
+                  ports: tuple[int, int] | None = None) -> None:
     """Drop connection attempts (TCP SYN) arriving on ``devs`` in ``namespace``.
 
     ``ports`` (``(low, high)``) limits the rule to those destination ports (a blocked port
@@ -43,7 +47,7 @@ def block_inbound(namespace, devs, ports=None):
               input="\n".join(lines) + "\n", what=f"firewall in namespace {namespace}")
 
 
-def clear(namespace):
+def clear(namespace: str) -> None:
     """Remove coc's firewall rules from ``namespace`` (nothing when there are none)."""
     _require_nft()
     netns.run(["ip", "netns", "exec", namespace, "nft", "delete", "table", "inet", TABLE],

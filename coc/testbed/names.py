@@ -7,8 +7,11 @@ matches another's. Namespace names have no length limit. Interface names are lim
 namespace, so a readable name is used when it fits and a short hash otherwise.
 """
 
+from __future__ import annotations
+
 import hashlib
 import re
+from collections.abc import Iterable
 
 from coc.errors import TestbedError
 
@@ -30,7 +33,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _IFNAME_OK = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-def check_name(name):
+def check_name(name: object) -> str:
     """Return ``name`` if it can name a testbed, else raise :class:`TestbedError`.
 
     >>> check_name("two-sites")
@@ -42,7 +45,7 @@ def check_name(name):
     return name
 
 
-def prefix(name):
+def prefix(name: str) -> str:
     """Return the prefix shared by every namespace of testbed ``name``.
 
     >>> prefix("two-sites")
@@ -51,7 +54,7 @@ def prefix(name):
     return f"coc:{check_name(name)}:"
 
 
-def infra_namespace(name):
+def infra_namespace(name: str) -> str:
     """Return the namespace that holds testbed ``name``'s bridges (its "infrastructure").
 
     >>> infra_namespace("t")
@@ -60,7 +63,7 @@ def infra_namespace(name):
     return prefix(name)
 
 
-def host_namespace(name, host):
+def host_namespace(name: str, host: str) -> str:
     """Return the namespace of ``host`` in testbed ``name``.
 
     >>> host_namespace("t", "a1")
@@ -69,7 +72,7 @@ def host_namespace(name, host):
     return prefix(name) + host
 
 
-def owned(name, namespaces):
+def owned(name: str, namespaces: Iterable[str]) -> list[str]:
     """Return the namespaces among ``namespaces`` that belong to testbed ``name``.
 
     >>> owned("t", ["coc:t:", "coc:t:a1", "coc:tt:a1", "other"])
@@ -79,18 +82,18 @@ def owned(name, namespaces):
     return [ns for ns in namespaces if ns.startswith(p)]
 
 
-def _hashed(tag, *parts):
+def _hashed(tag: str, *parts: str) -> str:
     digest = hashlib.sha1("\0".join(parts).encode()).hexdigest()
     return f"{tag}{digest[:IFNAMSIZ - len(tag)]}"
 
 
-def _fit(readable, tag, *parts):
+def _fit(readable: str, tag: str, *parts: str) -> str:
     if len(readable) <= IFNAMSIZ and _IFNAME_OK.match(readable):
         return readable
     return _hashed(tag, *parts)
 
 
-def ifname(name, *context):
+def ifname(name: str, *context: str) -> str:
     """Return ``name`` if it is a valid interface name, else a 15-character hash of it.
 
     ``context`` (e.g. the host) makes the hash unique where ``name`` alone may repeat.
@@ -103,7 +106,7 @@ def ifname(name, *context):
     return _fit(name, "i", name, *context)
 
 
-def bridge(network):
+def bridge(network: str) -> str:
     """Return the bridge name of ``network`` inside the infrastructure namespace.
 
     >>> bridge("a-lan")
@@ -112,7 +115,7 @@ def bridge(network):
     return _fit(f"br-{network}", "br", network)
 
 
-def port(host, interface):
+def port(host: str, interface: str) -> str:
     """Return the bridge-side name of the veth that carries ``host``'s ``interface``.
 
     >>> port("a1", "eth0")
@@ -123,7 +126,7 @@ def port(host, interface):
     return _fit(f"{host}.{interface}", "p", host, interface)
 
 
-def link_ends(a, b):
+def link_ends(a: str, b: str) -> tuple[str, str]:
     """Return the two veth names of the link joining networks ``a`` and ``b`` (a's end first).
 
     >>> link_ends("sw1", "backplane")[0].startswith("lk")

@@ -5,6 +5,8 @@ testbed of a hundred hosts is built in about a second. A failed batch names the 
 command that failed and the tool's own message.
 """
 
+from __future__ import annotations
+
 import contextlib
 import ctypes
 import os
@@ -12,6 +14,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from coc.errors import TestbedError
 
@@ -34,7 +37,7 @@ _CLONE_NEWNET = 0x40000000
 _FAILED_LINE = re.compile(r"Command failed -:(\d+)")
 
 
-def require_root(action):
+def require_root(action: str) -> None:
     """Raise :class:`TestbedError` unless this process may create namespaces (runs as root)."""
     if os.geteuid() != 0:
         raise TestbedError(
@@ -47,7 +50,8 @@ def require_root(action):
                                "iproute2) on PATH")
 
 
-def run(argv, *, input=None, what=None, check=True):
+def run(argv: Sequence[str], *, input: str | None = None, what: str | None = None,
+        check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run ``argv``, returning its ``CompletedProcess``; raise :class:`TestbedError` on failure.
 
     ``what`` says what the command was for; it starts the error message.
@@ -63,7 +67,8 @@ def run(argv, *, input=None, what=None, check=True):
     return done
 
 
-def _failure(argv, input, done, what):
+def _failure(argv: Sequence[str], input: str | None, done: subprocess.CompletedProcess[str],
+             what: str | None) -> str:
     message = done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}"
     command = shlex.join(argv)
     found = _FAILED_LINE.search(done.stderr)
@@ -75,7 +80,9 @@ def _failure(argv, input, done, what):
     return f"{what or argv[0]}: `{command}` failed: {message}"
 
 
-def batch(tool, namespace, commands, *, what=None, force=False):
+def batch(tool: str, namespace: str | None, commands: Sequence[str], *,
+          what: str | None = None, force: bool = False
+          ) -> subprocess.CompletedProcess[str] | None:
     """Run ``commands`` (lines for ``ip`` or ``tc``) in ``namespace`` (None: this one).
 
     ``force`` carries on past a failing line (used when removing what may already be gone).
@@ -93,23 +100,23 @@ def batch(tool, namespace, commands, *, what=None, force=False):
                check=not force)
 
 
-def namespaces():
+def namespaces() -> list[str]:
     """Return the names of every named network namespace (``ip netns list``)."""
     out = run(["ip", "netns", "list"], what="listing namespaces").stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def add_namespaces(names):
+def add_namespaces(names: Iterable[str]) -> None:
     """Create the namespaces ``names`` (all in one ``ip`` process)."""
     batch("ip", None, [f"netns add {n}" for n in names], what="creating namespaces")
 
 
-def delete_namespaces(names):
+def delete_namespaces(names: Iterable[str]) -> None:
     """Delete the namespaces ``names``, ignoring any that are already gone."""
     batch("ip", None, [f"netns del {n}" for n in names], force=True)
 
 
-def pids(names):
+def pids(names: Iterable[str]) -> set[int]:
     """Return the ids of the processes running in any of the namespaces ``names``."""
     inodes = set()
     for name in names:
@@ -126,7 +133,7 @@ def pids(names):
     return found
 
 
-def _setns(fd, namespace):
+def _setns(fd: int, namespace: str) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.setns(fd, _CLONE_NEWNET) != 0:
         errno = ctypes.get_errno()
@@ -134,7 +141,7 @@ def _setns(fd, namespace):
 
 
 @contextlib.contextmanager
-def _inside(namespace):
+def _inside(namespace: str) -> Iterator[None]:
     """Move this thread into ``namespace`` for the ``with`` block, then back."""
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
@@ -153,11 +160,11 @@ def _inside(namespace):
         os.close(own)
 
 
-def _sysctl_path(key):
+def _sysctl_path(key: str) -> str:
     return "/proc/sys/" + key.replace(".", "/")
 
 
-def write_sysctls(namespace, values):
+def write_sysctls(namespace: str, values: Mapping[str, str]) -> None:
     """Set the sysctls ``values`` ({"net.ipv4.ip_forward": "0", ...}) inside ``namespace``."""
     with _inside(namespace):
         for key, value in values.items():
@@ -169,18 +176,18 @@ def write_sysctls(namespace, values):
                                    f"{exc}") from exc
 
 
-def read_sysctl(namespace, key):
+def read_sysctl(namespace: str, key: str) -> str:
     """Return the value of sysctl ``key`` inside ``namespace``, as text."""
     return read(namespace, _sysctl_path(key)).strip()
 
 
-def read(namespace, path):
+def read(namespace: str, path: str) -> str:
     """Return the text of ``path`` read inside ``namespace`` (for /proc files per namespace)."""
     with _inside(namespace):
         with open(path) as f:
             return f.read()
 
 
-def exec_argv(namespace, argv):
+def exec_argv(namespace: str, argv: Sequence[str]) -> list[str]:
     """Return the command line that runs ``argv`` inside ``namespace``."""
     return ["ip", "netns", "exec", namespace, *argv]

@@ -13,8 +13,12 @@ system, so every naming and addressing decision is testable without root:
   (recorded as ``assigned``), and interfaces without an address the next free one.
 """
 
+from __future__ import annotations
+
 import ipaddress
 import math
+from collections.abc import Iterator, Sequence
+from typing import Any, Optional, TypedDict, Union
 
 import networkx as nx
 
@@ -25,12 +29,82 @@ __all__ = ["make_plan", "namespaces", "infra_commands", "host_commands", "shapin
 
 PRIVATE_POOL = ipaddress.ip_network("172.16.0.0/12")
 
+_Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+_Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
-def _of_kind(G, kind):
+
+class InterfacePlan(TypedDict):
+    """One interface of a host: its name and device in the host's namespace, its network and
+    address, and the bridge port that carries it in the infrastructure namespace."""
+
+    name: str
+    dev: str
+    network: str
+    address: str
+    prefixlen: int
+    port: str
+
+
+class RoutePlan(TypedDict):
+    """An on-link route to a network joined by links to one the host is on."""
+
+    subnet: str
+    dev: str
+
+
+class _HostPlanBase(TypedDict):
+    namespace: str
+    site: Optional[str]
+    role: str
+    interfaces: list[InterfacePlan]
+    routes: list[RoutePlan]
+
+
+class HostPlan(_HostPlanBase, total=False):
+    """One host: its namespace, site, role, interfaces and routes; ``outside`` lists the
+    devices of an outbound-only host that accept no inbound connections."""
+
+    outside: list[str]
+
+
+class NetworkPlan(TypedDict):
+    """One network: its bridge, subnet (``assigned`` when the testbed chose it) and shaping."""
+
+    bridge: str
+    subnet: Optional[str]
+    assigned: bool
+    site: Optional[str]
+    technology: Optional[str]
+    bandwidth: Optional[float]
+    latency: Optional[float]
+
+
+class LinkPlan(TypedDict):
+    """A link between two networks' bridges: the veth pair's two ends and its shaping."""
+
+    between: list[str]
+    ends: list[str]
+    bandwidth: Optional[float]
+    latency: Optional[float]
+
+
+class Plan(TypedDict):
+    """What a testbed is made of; saved as its recorded state (with the phase and timings)."""
+
+    name: str
+    topology: Optional[str]
+    file: Optional[str]
+    infra: str
+    hosts: dict[str, HostPlan]
+    networks: dict[str, NetworkPlan]
+    links: list[LinkPlan]
+
+
+def _of_kind(G: nx.Graph, kind: str) -> list[str]:
     return [n for n, d in G.nodes(data=True) if d.get("kind") == kind]
 
 
-def _interfaces(G, host):
+def _interfaces(G: nx.Graph, host: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield (network, edge attrs) for each interface of ``host``, in the graph's order."""
     for net in G[host]:
         attrs = G.edges[host, net]
@@ -38,12 +112,12 @@ def _interfaces(G, host):
             yield net, attrs
 
 
-def _members(G, network):
+def _members(G: nx.Graph, network: str) -> list[tuple[str, dict[str, Any]]]:
     return [(h, G.edges[h, network]) for h in G[network]
             if G.edges[h, network].get("kind") == "interface"]
 
 
-def _free_block(size, used):
+def _free_block(size: int, used: Sequence[_Network]) -> _Network:
     """Return the first block of 172.16.0.0/12 for ``size`` hosts that overlaps nothing used."""
     prefixlen = min(24, 32 - math.ceil(math.log2(size + 2)))
     for block in PRIVATE_POOL.subnets(new_prefix=prefixlen):
@@ -52,7 +126,8 @@ def _free_block(size, used):
     raise TestbedError(f"no free block of {PRIVATE_POOL} for {size} addresses")
 
 
-def _subnet_around(addresses, size, used):
+def _subnet_around(addresses: Sequence[_Address], size: int,
+                   used: Sequence[_Network]) -> _Network:
     """Return the smallest block of at least /24 that holds ``addresses`` and ``size`` hosts."""
     first = addresses[0]
     for prefixlen in range(24, 7, -1):
@@ -63,9 +138,9 @@ def _subnet_around(addresses, size, used):
     raise TestbedError(f"no free subnet holds the addresses {', '.join(map(str, addresses))}")
 
 
-def _subnets(G):
+def _subnets(G: nx.Graph) -> dict[str, tuple[_Network, bool]]:
     """Return {network: (ip_network, assigned)} for every network with interfaces."""
-    result = {}
+    result: dict[str, tuple[_Network, bool]] = {}
     used = [ipaddress.ip_network(s, strict=False)
             for n in _of_kind(G, "network") if (s := G.nodes[n].get("subnet"))]
     for net in _of_kind(G, "network"):
@@ -82,10 +157,10 @@ def _subnets(G):
     return result
 
 
-def _addresses(G, net, subnet):
+def _addresses(G: nx.Graph, net: str, subnet: _Network) -> dict[str, str]:
     """Return {host: address} for the interfaces on ``net``, filling in the unaddressed ones."""
     members = _members(G, net)
-    taken = {}
+    taken: dict[str, _Address | None] = {}
     for host, edge in members:
         if edge.get("address"):
             address = ipaddress.ip_address(edge["address"])
@@ -104,14 +179,15 @@ def _addresses(G, net, subnet):
     return {h: str(a) for h, a in taken.items()}
 
 
-def _linked(G, net):
+def _linked(G: nx.Graph, net: str) -> set[str]:
     """Return the networks joined to ``net`` by links (directly or through other links)."""
-    links = nx.Graph((a, b) for a, b, d in G.edges(data=True) if d.get("kind") == "link")
+    links: nx.Graph = nx.Graph((a, b) for a, b, d in G.edges(data=True) if d.get("kind") == "link")
     return nx.node_connected_component(links, net) - {net} if net in links else set()
 
 
-def _host_plan(G, name, host, subnets, addresses):
-    interfaces = []
+def _host_plan(G: nx.Graph, name: str, host: str, subnets: dict[str, tuple[_Network, bool]],
+               addresses: dict[str, dict[str, str]]) -> HostPlan:
+    interfaces: list[InterfacePlan] = []
     for index, (net, edge) in enumerate(_interfaces(G, host)):
         label = edge.get("name") or f"eth{index}"
         subnet = subnets[net][0]
@@ -124,7 +200,8 @@ def _host_plan(G, name, host, subnets, addresses):
             "port": names.port(host, label),
         })
     attached = {i["network"] for i in interfaces}
-    routes, seen = [], set()
+    routes: list[RoutePlan] = []
+    seen: set[str] = set()
     for i in interfaces:
         for other in sorted(_linked(G, i["network"]) - attached):
             if other in subnets and str(subnets[other][0]) not in seen:
@@ -136,17 +213,19 @@ def _host_plan(G, name, host, subnets, addresses):
     if attrs.get("outbound_only") or site.get("outbound_only"):
         outside = [i["dev"] for i in interfaces
                    if G.nodes[i["network"]].get("site") != attrs.get("site")]
-    return {
+    plan: HostPlan = {
         "namespace": names.host_namespace(name, host),
-        **({"outside": outside} if outside else {}),
         "site": attrs.get("site"),
         "role": attrs.get("role", "compute"),
         "interfaces": interfaces,
         "routes": routes,
     }
+    if outside:
+        plan["outside"] = outside
+    return plan
 
 
-def make_plan(G, name):
+def make_plan(G: nx.Graph, name: str) -> Plan:
     """Return the plan (a JSON-able dict) that builds topology ``G`` as testbed ``name``.
 
     Raises :class:`TestbedError` when an address falls outside its subnet or a subnet is full.
@@ -154,9 +233,10 @@ def make_plan(G, name):
     names.check_name(name)
     subnets = _subnets(G)
     addresses = {net: _addresses(G, net, subnet) for net, (subnet, _) in subnets.items()}
-    networks = {}
+    networks: dict[str, NetworkPlan] = {}
     for net in _of_kind(G, "network"):
         attrs = G.nodes[net]
+        subnet: _Network | None
         subnet, assigned = subnets.get(net, (None, False))
         networks[net] = {
             "bridge": names.bridge(net),
@@ -167,7 +247,7 @@ def make_plan(G, name):
             "bandwidth": attrs.get("bandwidth"),
             "latency": attrs.get("latency"),
         }
-    links = [{"between": [a, b], "ends": list(names.link_ends(a, b)),
+    links: list[LinkPlan] = [{"between": [a, b], "ends": list(names.link_ends(a, b)),
               "bandwidth": d.get("bandwidth"), "latency": d.get("latency")}
              for a, b, d in G.edges(data=True) if d.get("kind") == "link"]
     return {
@@ -181,12 +261,12 @@ def make_plan(G, name):
     }
 
 
-def namespaces(plan):
+def namespaces(plan: Plan) -> list[str]:
     """Return every namespace of ``plan``, the infrastructure namespace first."""
     return [plan["infra"]] + [h["namespace"] for h in plan["hosts"].values()]
 
 
-def infra_commands(plan):
+def infra_commands(plan: Plan) -> list[str]:
     """Return the ``ip`` lines that make bridges and veths (run in the infrastructure namespace)."""
     lines = ["link set lo up"]
     for net in plan["networks"].values():
@@ -206,7 +286,7 @@ def infra_commands(plan):
     return lines
 
 
-def host_commands(plan, host):
+def host_commands(plan: Plan, host: str) -> list[str]:
     """Return the ``ip`` lines, run in ``host``'s namespace, that address and raise its links."""
     h = plan["hosts"][host]
     lines = ["link set lo up"]
@@ -217,14 +297,14 @@ def host_commands(plan, host):
     return lines
 
 
-def shaping_commands(plan, offered):
+def shaping_commands(plan: Plan, offered: dict[str, bool]) -> dict[str, list[str]]:
     """Return {namespace: tc lines} shaping every veth end as its network or link says.
 
     Both ends of an interface's veth get the network's bandwidth (host-to-network on the host
     end, network-to-host on the bridge end) and half its latency each; both ends of a link
     get the link's bandwidth and latency.
     """
-    result = {plan["infra"]: []}
+    result: dict[str, list[str]] = {plan["infra"]: []}
     for host in plan["hosts"].values():
         lines = result.setdefault(host["namespace"], [])
         for i in host["interfaces"]:

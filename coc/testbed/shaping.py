@@ -6,6 +6,10 @@ on coc's CI machine) latency is *not* emulated, and the engine's user-space dela
 (``Engine.set_peer_delay``) stands in for it.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+
 from coc.testbed import netns
 
 __all__ = ["PROBES", "detect", "tbf_parameters", "qdisc_commands", "emulation"]
@@ -25,7 +29,7 @@ _QUEUE_TIME = 0.050       # queue up to 50 ms worth of the rate before dropping 
 _QUEUE_MAX = 16 << 20     # ... and never more than 16 MiB per interface
 
 
-def detect(namespace):
+def detect(namespace: str) -> dict[str, bool]:
     """Return {kind: bool} for each qdisc kind in :data:`PROBES`, tried in ``namespace``."""
     offered = {}
     for kind, args in PROBES.items():
@@ -38,7 +42,7 @@ def detect(namespace):
     return offered
 
 
-def tbf_parameters(bandwidth):
+def tbf_parameters(bandwidth: float) -> tuple[int, int, int]:
     """Return ``(rate_bits, burst_bytes, limit_bytes)`` for a tbf shaping to ``bandwidth`` B/s.
 
     The bucket holds 2 ms of traffic (at least 128 KiB: veths hand tbf 64 KiB GSO packets)
@@ -54,7 +58,8 @@ def tbf_parameters(bandwidth):
     return round(rate * 8), burst, limit
 
 
-def qdisc_commands(dev, bandwidth, delay, offered):
+def qdisc_commands(dev: str, bandwidth: float | None, delay: float | None,
+                   offered: Mapping[str, bool]) -> list[str]:
     """Return the ``tc`` batch lines that shape egress of ``dev`` (bandwidth B/s, delay s).
 
     ``offered`` is what :func:`detect` found; properties the kernel cannot emulate are left
@@ -65,7 +70,7 @@ def qdisc_commands(dev, bandwidth, delay, offered):
     """
     lines = []
     shaped = bool(bandwidth) and offered.get("tbf", False)
-    if shaped:
+    if shaped and bandwidth:
         rate, burst, limit = tbf_parameters(bandwidth)
         lines.append(f"qdisc add dev {dev} root handle 1: tbf rate {rate}bit burst {burst} "
                      f"limit {limit}")
@@ -76,7 +81,7 @@ def qdisc_commands(dev, bandwidth, delay, offered):
     return lines
 
 
-def emulation(offered):
+def emulation(offered: Mapping[str, bool]) -> dict[str, tuple[bool, str]]:
     """Return {property: (emulated, how)} for bandwidth, latency and isolation.
 
     >>> emulation({"tbf": True, "htb": True, "netem": False})["latency"][0]

@@ -7,11 +7,15 @@ bridges, veths, addresses, routes), the qdisc kinds the kernel offered, the phas
 state vanishes at reboot, exactly like the namespaces it describes.
 """
 
+from __future__ import annotations
+
 import contextlib
 import fcntl
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from coc.errors import TestbedError
 from coc.testbed.names import check_name
@@ -20,13 +24,17 @@ __all__ = ["STATE_DIR", "path", "save", "load", "remove", "recorded", "lock"]
 
 STATE_DIR = Path("/run/coc-testbed")
 
+#: A recorded state: the plan (:class:`coc.testbed.plan.Plan`) with ``phase``, ``created``,
+#: ``offered``, ``scale``, ``stale_removed`` and ``up_seconds``, as JSON reads it back.
+Record = dict[str, Any]
 
-def path(name):
+
+def path(name: str) -> Path:
     """Return the state file of testbed ``name``."""
     return STATE_DIR / f"{check_name(name)}.json"
 
 
-def save(state):
+def save(state: Record) -> None:
     """Write ``state`` (a dict with a ``name``) atomically."""
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     target = path(state["name"])
@@ -35,10 +43,11 @@ def save(state):
     os.replace(tmp, target)
 
 
-def load(name):
+def load(name: str) -> Record | None:
     """Return the recorded state of testbed ``name``, or None if there is none."""
     try:
-        return json.loads(path(name).read_text())
+        record: Record = json.loads(path(name).read_text())
+        return record
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -47,13 +56,13 @@ def load(name):
             from exc
 
 
-def remove(name):
+def remove(name: str) -> None:
     """Forget the state of testbed ``name`` (no error if there is none)."""
     with contextlib.suppress(FileNotFoundError):
         path(name).unlink()
 
 
-def recorded():
+def recorded() -> list[str]:
     """Return the names of all recorded testbeds, sorted."""
     if not STATE_DIR.is_dir():
         return []
@@ -61,7 +70,7 @@ def recorded():
 
 
 @contextlib.contextmanager
-def lock(name, *, drop=False):
+def lock(name: str, *, drop: bool = False) -> Iterator[None]:
     """Hold an exclusive lock on testbed ``name`` so two ``up``/``down`` never interleave.
 
     ``drop`` removes the lock file on the way out (``down`` leaves nothing behind); a waiter

@@ -60,7 +60,7 @@ class Testbed:
         """Return {property: (emulated, how)} for bandwidth, latency and isolation."""
         return shaping.emulation(self.state["offered"])
 
-    def _host(self, host):
+    def _host(self, host: str) -> dict[str, Any]:
         try:
             return self.state["hosts"][host]
         except KeyError:
@@ -115,7 +115,7 @@ class Testbed:
         joined.add_nodes_from(nets)
         joined.add_weighted_edges_from((*link["between"], link["latency"] or 0)
                                        for link in self.state["links"])
-        best = None
+        best: float | None = None
         for ia in self._host(a)["interfaces"]:
             reach = nx.single_source_dijkstra_path_length(joined, ia["network"])
             for ib in self._host(b)["interfaces"]:
@@ -155,7 +155,7 @@ class Testbed:
         return down(self.name)
 
 
-def _graph(topology):
+def _graph(topology: nx.Graph | str | PathLike[str]) -> nx.Graph:
     if isinstance(topology, nx.Graph):
         return topology
     from coc.topology import load  # a file or library name; the loader validates it

@@ -1,7 +1,13 @@
 """The ``coc topo`` command: check, show, route and draw topology files."""
 
+from __future__ import annotations
+
+import argparse
 import sys
 import warnings
+from collections.abc import Iterable, Sequence
+
+import networkx as nx
 
 from coc.errors import TopologyError
 from coc.topology.hostlist import compress, natural_key
@@ -16,7 +22,7 @@ __all__ = ["register"]
 _MOST_PAIRS = 30  # gateway sets `show` prints before it summarises
 
 
-def _load(source):
+def _load(source: str) -> tuple[nx.Graph, list[str]]:
     """Load ``source`` and return ``(G, warnings)`` with the warnings caught, not printed."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -24,11 +30,11 @@ def _load(source):
     return G, [str(w.message) for w in caught]
 
 
-def _count(n, word):
+def _count(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _summary(G):
+def _summary(G: nx.Graph) -> str:
     slots = sum(placement_slots(G).values())
     return (f"{G.graph['name']}: {_count(len(sites(G)), 'site')}, "
             f"{_count(len(hosts(G)), 'host')} ({_count(slots, 'slot')} for ranks), "
@@ -36,7 +42,7 @@ def _summary(G):
             f"{_count(len(hosts(G, role='gateway')), 'gateway')}")
 
 
-def _check(args):
+def _check(args: argparse.Namespace) -> int:
     failed = False
     for source in args.files:
         try:
@@ -53,15 +59,15 @@ def _check(args):
     return 1 if failed else 0
 
 
-def _table(rows, indent="  "):
+def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
     """Format rows of strings as left-aligned columns."""
     widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(max(map(len, rows)))]
     return "\n".join(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
                      for row in rows)
 
 
-def _host_rows(G, site):
-    groups = {}
+def _host_rows(G: nx.Graph, site: str) -> list[list[str]]:
+    groups: dict[tuple[str, int, tuple[str, ...]], list[str]] = {}
     for h in hosts(G, site=site):
         d = G.nodes[h]
         role = d["role"] + (" (dedicated)" if d["dedicated"] else "")
@@ -71,11 +77,11 @@ def _host_rows(G, site):
             for (role, slots, nets), members in groups.items()]
 
 
-def _gateway_text(entries):
+def _gateway_text(entries: Iterable[tuple[str, float]]) -> str:
     return ", ".join(f"{g} {w:.0%}" for g, w in entries) or "direct"
 
 
-def _show(args):
+def _show(args: argparse.Namespace) -> int:
     G, found = _load(args.file)
     print(_summary(G))
     if G.graph.get("file"):
@@ -120,7 +126,7 @@ def _show(args):
     return 0
 
 
-def _route(args):
+def _route(args: argparse.Namespace) -> int:
     G, _ = _load(args.file)
     size = parse_size(args.size)
     r = route(G, args.src, args.dst, size)
@@ -136,7 +142,7 @@ def _route(args):
     return 0
 
 
-def _draw(args):
+def _draw(args: argparse.Namespace) -> int:
     G, _ = _load(args.file)
     r = None
     if args.route:
@@ -156,7 +162,7 @@ def _draw(args):
     return 0
 
 
-def register(subparsers):
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``coc topo`` and its sub-commands to the ``coc`` argument parser."""
     topo = subparsers.add_parser("topo", help="check, show, route and draw topology files",
                                  description=__doc__)

@@ -3,18 +3,29 @@
 matplotlib is optional (``pip install 'coc[draw]'``); it is imported only when something is drawn.
 """
 
+from __future__ import annotations
+
 import io
 import itertools
 import math
 import os
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from os import PathLike
+from types import ModuleType
+from typing import IO, TYPE_CHECKING, Any, Optional, Union, cast
 
 import networkx as nx
 
 from coc.errors import TopologyError
 
 from coc.topology.hostlist import compress
+from coc.topology.routing import Route
 from coc.topology.units import format_bandwidth, format_time
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["draw", "to_svg", "layout", "display_graph", "COLLAPSE_ABOVE"]
 
@@ -27,8 +38,18 @@ _SHARED_COLOR = "#7f7f7f"
 _SITE_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
                 "#17becf", "#bcbd22")
 
+#: What to highlight: a Route, or the host names it passes.
+RouteLike = Union[Route, Sequence[str]]
+_Vector = tuple[float, float]
+_Positions = dict[str, _Vector]
+#: A site's rows: (inward vector, row direction, rows, gap between rows, spacing, width).
+_SitePlan = tuple[_Vector, _Vector, tuple[list[str], list[str], list[str]], float, list[float],
+                  float]
+#: What a drawing shows: route hosts, route edges, the display graph and its positions.
+_Scene = tuple[list[str], set[frozenset[str]], nx.Graph, _Positions]
 
-def _matplotlib():
+
+def _matplotlib() -> ModuleType:
     """Import matplotlib on first use, with the install hint when it is missing."""
     try:
         import matplotlib
@@ -40,16 +61,17 @@ def _matplotlib():
     return matplotlib
 
 
-def _sites(G):
+def _sites(G: nx.Graph) -> list[str]:
     """Return the site names in the order their first host appears in ``G``."""
     return list(dict.fromkeys(a["site"] for _, a in G.nodes(data=True) if a["kind"] == "host"))
 
 
-def _networks_of(G, host):
+def _networks_of(G: nx.Graph, host: str) -> frozenset[str]:
     return frozenset(n for n in G[host] if G.nodes[n]["kind"] == "network")
 
 
-def display_graph(G, keep=(), collapse_above=COLLAPSE_ABOVE):
+def display_graph(G: nx.Graph, keep: Iterable[str] = (),
+                  collapse_above: int = COLLAPSE_ABOVE) -> nx.Graph:
     """Return the graph to draw, with the compute hosts of large sites merged into groups.
 
     In a site with more than ``collapse_above`` hosts, compute hosts attached to exactly the same
@@ -81,15 +103,15 @@ def display_graph(G, keep=(), collapse_above=COLLAPSE_ABOVE):
     >>> sorted(D["a[01-24] x24"])
     ['sw-ab', 'sw-ac', 'sw-ad']
     """
-    keep = set(keep)
-    D = nx.Graph(**G.graph)
-    merged = {}
+    kept = set(keep)
+    D: nx.Graph = nx.Graph(**G.graph)
+    merged: dict[str, str] = {}
     for site in _sites(G):
         hosts = [h for h, a in G.nodes(data=True) if a["kind"] == "host" and a["site"] == site]
-        groups = defaultdict(list)
+        groups: defaultdict[frozenset[str], list[str]] = defaultdict(list)
         for h in hosts:
             attrs = G.nodes[h]
-            if len(hosts) > collapse_above and attrs["role"] == "compute" and h not in keep:
+            if len(hosts) > collapse_above and attrs["role"] == "compute" and h not in kept:
                 groups[_networks_of(G, h)].append(h)
             else:
                 D.add_node(h, **attrs, members=[h], home=site)
@@ -109,16 +131,18 @@ def display_graph(G, keep=(), collapse_above=COLLAPSE_ABOVE):
     return D
 
 
-def _home(G, network):
+def _home(G: nx.Graph, network: str) -> str | None:
     """Return the one site whose non-gateway hosts use ``network`` (a LAN its gateways share)."""
     users = {G.nodes[h]["site"] for h in G[network]
              if G.nodes[h]["kind"] == "host" and G.nodes[h]["role"] != "gateway"}
     return users.pop() if len(users) == 1 else None
 
 
-def _rows(D, site):
+def _rows(D: nx.Graph, site: str) -> tuple[list[str], list[str], list[str]]:
     """Return the outer (hosts), middle (site networks) and inner (gateways) rows of a site."""
-    hosts, nets, gateways = [], [], []
+    hosts: list[str] = []
+    nets: list[str] = []
+    gateways: list[str] = []
     for n, a in D.nodes(data=True):
         if a["home"] != site:
             continue
@@ -131,7 +155,7 @@ def _rows(D, site):
     return hosts, nets, gateways
 
 
-def _label(D, n):
+def _label(D: nx.Graph, n: str) -> str:
     """Return the text written under node ``n``."""
     a = D.nodes[n]
     if a["kind"] == "network":
@@ -140,19 +164,19 @@ def _label(D, n):
     return n + ("\n(dedicated)" if a.get("dedicated") else "")
 
 
-def _extent(D, n):
+def _extent(D: nx.Graph, n: str) -> _Vector:
     """Return the (width, height) in layout units that node ``n`` and its label need."""
     lines = _label(D, n).split("\n")
     return 0.1 * max(map(len, lines)) + 0.5, 0.3 * len(lines) + 1.0
 
 
-def _need(D, n, axis):
+def _need(D: nx.Graph, n: str, axis: _Vector) -> float:
     """Return how much room node ``n`` needs along the unit vector ``axis``."""
     w, h = _extent(D, n)
     return abs(axis[0]) * w + abs(axis[1]) * h
 
 
-def _axes(angle, alone):
+def _axes(angle: float, alone: bool) -> tuple[_Vector, _Vector]:
     """Return a site's inward unit vector and its row direction (in reading order)."""
     u = (0.0, -1.0) if alone else (-math.cos(angle), -math.sin(angle))
     t = (-u[1], u[0])
@@ -161,7 +185,7 @@ def _axes(angle, alone):
     return u, t
 
 
-def layout(D):
+def layout(D: nx.Graph) -> dict[str, tuple[float, float]]:
     """Return deterministic positions: sites on a circle, each as rows of hosts, networks, gateways.
 
     Each site faces the centre: its hosts on the outside, its own networks in the middle, its
@@ -188,7 +212,7 @@ def layout(D):
     """
     sites = _sites(D)
     angles = {s: math.pi + 2 * math.pi * k / len(sites) for k, s in enumerate(sites)}
-    plan = {}
+    plan: dict[str, _SitePlan] = {}
     for s in sites:
         u, t = _axes(angles[s], len(sites) == 1)
         rows = _rows(D, s)
@@ -202,7 +226,7 @@ def layout(D):
         shared = any(a["kind"] == "network" and a["home"] is None for _, a in D.nodes(data=True))
         radius = max(widest / (2 * math.sin(math.pi / len(sites))) + 1.0,
                      max((2 * p[3] if shared else p[3]) + 1.5 for p in plan.values()))
-    pos = {}
+    pos: _Positions = {}
     for s in sites:
         (ux, uy), (tx, ty), rows, gap, spacing, _ = plan[s]
         cx, cy = radius * math.cos(angles[s]), radius * math.sin(angles[s])
@@ -214,7 +238,7 @@ def layout(D):
     return pos
 
 
-def _overlaps(D, pos, n, xy):
+def _overlaps(D: nx.Graph, pos: _Positions, n: str, xy: _Vector) -> bool:
     """Tell whether node ``n`` at ``xy`` would cover a node already placed (label boxes)."""
     w, h = _extent(D, n)
     for m, (x, y) in pos.items():
@@ -224,7 +248,7 @@ def _overlaps(D, pos, n, xy):
     return False
 
 
-def _place_shared(D, pos, alone):
+def _place_shared(D: nx.Graph, pos: _Positions, alone: dict[str, _SitePlan] | None) -> None:
     """Put each network no single site owns between the sites (and networks) it joins.
 
     ``alone`` is the one site's plan when there is a single site: its shared networks (a
@@ -232,7 +256,7 @@ def _place_shared(D, pos, alone):
     """
     shared = [n for n, a in D.nodes(data=True) if a["kind"] == "network" and n not in pos]
     for n in shared:
-        by_site = defaultdict(list)
+        by_site: defaultdict[Optional[str], list[_Vector]] = defaultdict(list)
         for m in D[n]:
             if m in pos:
                 by_site[D.nodes[m]["home"]].append(pos[m])
@@ -248,12 +272,11 @@ def _place_shared(D, pos, alone):
         pos[n] = (x, y)
 
 
-def _route_path(G, route):
+def _route_path(G: nx.Graph, route: RouteLike) -> tuple[list[str], set[frozenset[str]]]:
     """Return the hosts of ``route`` and the edges of ``G`` it travels (host-network-...-host)."""
-    hops = getattr(route, "hops", None)
-    if hops is not None:  # a Route: each hop names the networks it crosses
-        return list(route.hosts), {
-            frozenset(e) for h in hops
+    if isinstance(route, Route):  # each hop names the networks it crosses
+        return [h for h in route.hosts if h is not None], {
+            frozenset(e) for h in route.hops
             for e in itertools.pairwise([h.host, *(h.networks or [h.network]), h.next_host])}
     hosts = list(route)
     for h in hosts:
@@ -261,10 +284,11 @@ def _route_path(G, route):
             raise TopologyError(f"route names {h!r}, which is not a host of this topology", name=h)
     nets = [n for n, a in G.nodes(data=True) if a["kind"] == "network"]
 
-    def latency(x, y, attrs):  # a hop over the fastest network when the route names only hosts
+    def latency(x: str, y: str, attrs: dict[str, Any]) -> float:
+        # a hop over the fastest network when the route names only hosts
         return attrs.get("latency", 0.0) + sum(G.nodes[z].get("latency", 0.0) for z in (x, y)) / 2
 
-    edges = set()
+    edges: set[frozenset[str]] = set()
     for u, v in itertools.pairwise(hosts):
         try:
             path = nx.shortest_path(G.subgraph([*nets, u, v]), u, v, weight=latency)
@@ -274,27 +298,31 @@ def _route_path(G, route):
     return hosts, edges
 
 
-def _site_color(D):
+def _site_color(D: nx.Graph) -> dict[str, str]:
     return {s: _SITE_COLORS[i % len(_SITE_COLORS)] for i, s in enumerate(_sites(D))}
 
 
-def _scene(G, route):
+def _scene(G: nx.Graph, route: RouteLike | None) -> _Scene:
     """Return what a drawing shows: route hosts and edges, the display graph, its positions."""
-    route_hosts, route_edges = _route_path(G, route) if route is not None else ([], set())
+    route_hosts: list[str] = []
+    route_edges: set[frozenset[str]] = set()
+    if route is not None:
+        route_hosts, route_edges = _route_path(G, route)
     D = display_graph(G, keep=route_hosts)
     return route_hosts, route_edges, D, layout(D)
 
 
-def _render(ax, G, route, scene):
+def _render(ax: Axes, G: nx.Graph, route: RouteLike | None, scene: _Scene) -> None:
     """Draw the ``scene`` of ``G`` (and ``route``) on the matplotlib axes ``ax``."""
     mpl = _matplotlib()
     route_hosts, route_edges, D, pos = scene
     color = _site_color(D)
 
-    def node_color(n):
+    def node_color(n: str) -> str:
         return color.get(D.nodes[n]["home"], _SHARED_COLOR)
 
-    segments = defaultdict(list)
+    segments: defaultdict[tuple[str, str | None], list[tuple[_Vector, _Vector]]] = \
+        defaultdict(list)
     for u, v, a in D.edges(data=True):
         on_route = frozenset((u, v)) in route_edges
         style = ("route" if on_route else a["kind"], None if on_route or a["kind"] == "link"
@@ -345,7 +373,7 @@ def _render(ax, G, route, scene):
     ax.set_axis_off()
 
 
-def _label_sites(ax, D, pos, color):
+def _label_sites(ax: Axes, D: nx.Graph, pos: _Positions, color: dict[str, str]) -> None:
     """Write each site's name and slot count above its nodes (underneath for a bottom site)."""
     for site in _sites(D):
         members = [n for n, a in D.nodes(data=True) if a["home"] == site]
@@ -359,7 +387,8 @@ def _label_sites(ax, D, pos, color):
                 color=color[site], zorder=5)
 
 
-def _legend(ax, mpl, D, color, with_route):
+def _legend(ax: Axes, mpl: ModuleType, D: nx.Graph, color: dict[str, str],
+            with_route: bool) -> None:
     """Add a legend with the sites and only the kinds of node and edge that are drawn."""
     Line2D = mpl.lines.Line2D
     handles = [Line2D([], [], ls="", marker="o", ms=8, mfc=c, mec="white", label=f"site {s}")
@@ -381,16 +410,16 @@ def _legend(ax, mpl, D, color, with_route):
               frameon=False)
 
 
-def _title(ax, G, route, route_hosts):
+def _title(ax: Axes, G: nx.Graph, route: RouteLike | None, route_hosts: list[str]) -> None:
     title = G.graph.get("name") or "topology"
     if route_hosts:
         title += "\nroute " + " \u2192 ".join(route_hosts)
-        if getattr(route, "time", None) is not None:
+        if isinstance(route, Route):
             title += f"  ({format_time(route.time, 3)})"
     ax.set_title(title, fontsize=11)
 
 
-def _figsize(scene):
+def _figsize(scene: _Scene) -> _Vector:
     """Return a figure size (inches) that keeps the scene's labels legible."""
     xs, ys = zip(*scene[3].values())
     width = min(max((max(xs) - min(xs) + 4) * _INCH_PER_UNIT + 1.6, 5.0), 20.0)
@@ -398,7 +427,8 @@ def _figsize(scene):
     return width, height
 
 
-def _save(fig, target, fmt):
+def _save(fig: Figure, target: str | PathLike[str] | IO[Any],
+          fmt: str | None) -> None:
     """Save ``fig``; SVG keeps text as text and has no date and fixed ids, so it is searchable."""
     mpl = _matplotlib()
     with mpl.rc_context({"svg.fonttype": "none", "svg.hashsalt": "coc"}):
@@ -406,7 +436,8 @@ def _save(fig, target, fmt):
                     metadata={"Date": None} if fmt == "svg" else None)
 
 
-def draw(G, route=None, ax=None, path=None):
+def draw(G: nx.Graph, route: RouteLike | None = None, ax: Axes | None = None,
+         path: str | PathLike[str] | None = None) -> Axes:
     """Draw a topology so its sites, gateways, networks and a route can be seen at a glance.
 
     Hosts are colored by site, gateways are diamonds with a black edge, networks are squares
@@ -450,11 +481,12 @@ def draw(G, route=None, ax=None, path=None):
         ax = fig.add_subplot()
     _render(ax, G, route, scene)
     if path is not None:
-        _save(ax.figure, path, os.path.splitext(os.fspath(path))[1][1:].lower() or None)
+        # an axes of a subfigure (which cannot be saved alone) fails here as it always has
+        _save(cast("Figure", ax.figure), path, os.path.splitext(os.fspath(path))[1][1:].lower() or None)
     return ax
 
 
-def to_svg(G, route=None):
+def to_svg(G: nx.Graph, route: RouteLike | None = None) -> str:
     """Return the drawing of ``G`` (``route`` highlighted) as SVG text, for notebooks and files.
 
     Parameters

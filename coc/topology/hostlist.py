@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 import itertools
 import math
 import re
@@ -30,9 +30,10 @@ def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
                  for part in _DIGITS.split(name) if part) or ((1, 0, ""),)
 
 
-def _split_top(expression):
+def _split_top(expression: str) -> list[str]:
     """Split ``expression`` at the commas that are outside brackets."""
-    parts, depth, start = [], 0, 0
+    parts: list[str] = []
+    depth, start = 0, 0
     for i, char in enumerate(expression):
         if char == "[":
             depth += 1
@@ -51,7 +52,7 @@ def _split_top(expression):
     return parts
 
 
-def _spans(expression, spec):
+def _spans(expression: str, spec: str) -> list[tuple[int, int, int]]:
     """Return the (first, last, zero-padded width) spans of one bracket ``spec`` (``01-16,20``)."""
     spans = []
     for item in spec.split(","):
@@ -70,7 +71,7 @@ def _spans(expression, spec):
     return spans
 
 
-def _names(spans):
+def _names(spans: Iterable[tuple[int, int, int]]) -> Iterator[str]:
     """Yield the numbers of ``spans`` as text, in order."""
     for low, high, width in spans:
         for n in range(low, high + 1):
@@ -139,9 +140,9 @@ def expand(expression: str) -> list[str]:
     return names
 
 
-def _runs(numbers):
+def _runs(numbers: Iterable[int]) -> list[list[int]]:
     """Group sorted integers into (first, last) runs of consecutive values."""
-    runs = []
+    runs: list[list[int]] = []
     for n in numbers:
         if runs and n == runs[-1][1] + 1:
             runs[-1][1] = n

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
 import networkx as nx
 
 from coc.topology.hostlist import natural_key
@@ -12,18 +15,19 @@ __all__ = ["LEVELS", "levels"]
 LEVELS = ("wan", "site", "network", "host")
 
 
-def _number(groups, rank=lambda first: ()):
+def _number(groups: Iterable[Collection[str]],
+            rank: Callable[[str], Any] = lambda first: ()) -> dict[str, int]:
     """Number groups of hosts 0, 1, ... by ``rank(first host)``, then the first host's name."""
     ordered = sorted((sorted(group, key=natural_key) for group in groups),
                      key=lambda group: (rank(group[0]), natural_key(group[0])))
     return {h: color for color, group in enumerate(ordered) for h in group}
 
 
-def _site_groups(G, members):
+def _site_groups(G: nx.Graph, members: Iterable[str]) -> Collection[list[str]]:
     """Group the hosts ``members`` of one site by direct reach (see :func:`levels`)."""
-    parent = {}
+    parent: dict[str, str] = {}
 
-    def find(x):
+    def find(x: str) -> str:
         parent.setdefault(x, x)
         while parent[x] != x:
             parent[x] = parent[parent[x]]
@@ -38,11 +42,11 @@ def _site_groups(G, members):
         nets = list(G[h])
         for net in nets[1:]:
             parent[find(net)] = find(nets[0])
-    population = {}
+    population: dict[str, int] = {}
     for h in others:
         root = find(next(iter(G[h])))
         population[root] = population.get(root, 0) + 1
-    groups = {}
+    groups: dict[str, list[str]] = {}
     for h in members:
         roots = sorted({find(net) for net in G[h]}, key=natural_key)
         groups.setdefault(max(roots, key=lambda r: population.get(r, 0)), []).append(h)
@@ -86,7 +90,7 @@ def levels(G: nx.Graph) -> dict[str, dict[str, int]]:
     all_hosts = hosts(G)
     wan = _number(nx.connected_components(G.subgraph(all_hosts + networks(G))))
     site_index = {site: i for i, site in enumerate(sites(G))}
-    groups = []
+    groups: list[list[str]] = []
     for site in sites(G):
         groups.extend(_site_groups(G, hosts(G, site=site)))
     network = _number(groups, rank=lambda h: site_index[G.nodes[h]["site"]])

@@ -7,6 +7,8 @@ with the environment variable ``COC_TOPOLOGY_LIMITS`` (``"hosts=2000000,slots=10
 when coc starts, so it reaches ``coc topo`` and ``coc-run``) or with :func:`set_limits`.
 """
 
+from __future__ import annotations
+
 import os
 import reprlib
 from dataclasses import dataclass, fields, replace
@@ -42,9 +44,9 @@ class Limits:
     excerpt: int = 80
 
 
-def _from_environment(text):
+def _from_environment(text: str) -> Limits:
     """Return the default limits with the ``name=value`` overrides of ``text`` applied."""
-    values = {}
+    values: dict[str, int] = {}
     known = {f.name for f in fields(Limits)}
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, _, value = item.partition("=")
@@ -59,7 +61,7 @@ def _from_environment(text):
 _current: dict[str, Limits] = {}
 
 
-def limits():
+def limits() -> Limits:
     """Return the :class:`Limits` in force.
 
     Examples
@@ -77,7 +79,7 @@ def limits():
     return _current["limits"]
 
 
-def set_limits(**values):
+def set_limits(**values: int) -> Limits:
     """Raise (or lower) limits for this process; return the limits that were in force.
 
     Examples
@@ -92,7 +94,7 @@ def set_limits(**values):
     return before
 
 
-def exceeded(what, name, value=None):
+def exceeded(what: str, name: str, value: int | None = None) -> str:
     """Return the text for the limit ``name`` exceeded (by ``value`` when known), saying how
     to raise it.
 
@@ -117,7 +119,7 @@ def exceeded(what, name, value=None):
 class _Excerpt(reprlib.Repr):
     """``repr`` that stops early: it never walks more of a value than it shows."""
 
-    def repr1(self, x, level):
+    def repr1(self, x: object, level: int) -> str:
         if isinstance(x, dict) and type(x) is not dict:   # Mapping from the YAML reader
             return self.repr_dict(x, level)
         if isinstance(x, list) and type(x) is not list:
@@ -125,7 +127,7 @@ class _Excerpt(reprlib.Repr):
         return super().repr1(x, level)
 
 
-def excerpt(value):
+def excerpt(value: object) -> str:
     """Return a ``repr`` of ``value`` cut to about :attr:`Limits.excerpt` characters.
 
     Containers show their first items only, so a huge (or alias-expanded) value costs no
@@ -149,7 +151,7 @@ def excerpt(value):
     return text if len(text) <= size else text[:size - 3] + "..."
 
 
-def shorten(text):
+def shorten(text: str) -> str:
     """Return ``text`` (a message from a library, which may quote a value) cut to a few lines.
 
     Examples

@@ -5,10 +5,10 @@ from __future__ import annotations
 import difflib
 import importlib.resources
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import networkx as nx
 
@@ -17,7 +17,13 @@ from coc.topology.hostlist import HostlistError, expand, natural_key
 from coc.topology.limits import exceeded, excerpt, limits, shorten
 from coc.ports import format_port_range, parse_port_range
 from coc.topology.units import format_bandwidth, format_time, parse_bandwidth, parse_time
+from coc.topology.yamlfile import File as _File
 from coc.topology.yamlfile import decode, line_of, read_yaml
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable  # importlib.resources.abc from Python 3.11
+
+    from coc.topology.routing import Route
 
 __all__ = ["Topology", "load", "loads", "from_dict", "to_dict", "sites", "hosts", "networks",
            "placement_slots", "library_names", "library_path",
@@ -30,6 +36,10 @@ SCOPES = ("private", "public")
 COMPRESSORS = ("none", "zstd", "lz4")  # a network's ``compress`` (docs/topology.md)
 SPAWNERS = ("local", "ssh", "slurm", "pbs", "mpiexec", "netns")
 DEFAULT_FORWARD_COST = 10e-6  # seconds a gateway adds to each message it forwards
+
+# A parsed topology file's mapping (coc.topology.yamlfile's Mapping: a dict with lines).
+_Data = Mapping[Any, Any]
+_Q = TypeVar("_Q")
 
 _ROLE_ALIASES = {"login": "frontend"}
 _KEYS = {
@@ -61,16 +71,16 @@ class Topology(nx.Graph):
     Topology 'topology': 1 site, 2 hosts, 1 network
     """
 
-    def __str__(self):
+    def __str__(self) -> str:
         counts = [(len(sites(self)), "site"), (len(hosts(self)), "host"),
                   (len(networks(self)), "network")]
         return (f"Topology {excerpt(self.graph.get('name'))}: "
                 + ", ".join(f"{n} {word}{'' if n == 1 else 's'}" for n, word in counts))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<{self}>"
 
-    def _repr_svg_(self):
+    def _repr_svg_(self) -> str | None:
         return _svg(self)
 
     def show_route(self, src: str, dst: str, size: int | str = 0) -> RouteView:
@@ -93,19 +103,19 @@ class Topology(nx.Graph):
 class RouteView:
     """A route together with its topology, drawn with the route highlighted in Jupyter."""
 
-    def __init__(self, graph, route):
+    def __init__(self, graph: nx.Graph, route: Route) -> None:
         self.graph, self.route = graph, route
 
-    def __str__(self):
+    def __str__(self) -> str:
         return str(self.route)
 
     __repr__ = __str__  # the text form Jupyter shows when drawing is not available
 
-    def _repr_svg_(self):
+    def _repr_svg_(self) -> str | None:
         return _svg(self.graph, route=self.route)
 
 
-def _svg(graph, route=None):
+def _svg(graph: nx.Graph, route: Route | None = None) -> str | None:
     """Return the SVG drawing of ``graph``, or None when drawing is not available."""
     try:
         from coc.topology.draw import to_svg
@@ -115,13 +125,15 @@ def _svg(graph, route=None):
         return None
 
 
-def _error(message, data=None, key=None, *, file=None, name=None):
+def _error(message: str, data: object = None, key: object = None, *, file: _File = None,
+           name: str | None = None) -> TopologyError:
     """Return a TopologyError placed at ``key`` of the mapping ``data`` (when it has lines)."""
     return TopologyError(message, file=file, line=line_of(data, key) if data is not None
                          else None, name=name)
 
 
-def _check_keys(data, kind, where, file, parent=None, key=None):
+def _check_keys(data: object, kind: str, where: str, file: _File, parent: object = None,
+                key: object = None) -> None:
     """Raise if the mapping ``data`` has a key that ``kind`` does not allow (a typo).
 
     ``parent`` and ``key`` place the error when ``data`` is no mapping (and has no line).
@@ -139,7 +151,8 @@ def _check_keys(data, kind, where, file, parent=None, key=None):
                          f"{', '.join(sorted(allowed))}", data, key, file=file)
 
 
-def _quantity(parse, data, key, where, file, default=None):
+def _quantity(parse: Callable[[Any], _Q], data: _Data, key: str, where: str, file: _File,
+              default: _Q | None = None) -> _Q:
     """Parse ``data[key]`` with ``parse`` (a units function), naming the place on error."""
     if key not in data:
         if default is None:
@@ -151,7 +164,7 @@ def _quantity(parse, data, key, where, file, default=None):
         raise _error(f"{where}: {key} {exc.message}", data, key, file=file) from None
 
 
-def _expand(expression, data, key, file):
+def _expand(expression: str, data: _Data, key: str, file: _File) -> list[str]:
     """Expand a host list, re-raising its error with file and line."""
     try:
         names = expand(expression)
@@ -162,14 +175,14 @@ def _expand(expression, data, key, file):
     return names
 
 
-def _check_name(name, where, data, key, file):
+def _check_name(name: str, where: str, data: _Data, key: object, file: _File) -> None:
     """Raise if ``name`` is longer than the limit ``name_length``."""
     if len(name) > limits().name_length:
         raise _error(exceeded(f"{where}: the name has", "name_length", len(name)), data, key,
                      file=file)
 
 
-def _reference(value):
+def _reference(value: object) -> object:
     """Return a network named in a host or link as the text a network key becomes.
 
     A network keyed ``5`` is the node ``"5"``, so ``[5]`` must name it too.
@@ -179,7 +192,7 @@ def _reference(value):
     return value
 
 
-def _port_range(data, where, file):
+def _port_range(data: _Data, where: str, file: _File) -> tuple[int, int] | None:
     """Return ``data['port_range']`` as ``(low, high)``, or None when not given."""
     if data.get("port_range") is None:
         return None
@@ -189,7 +202,7 @@ def _port_range(data, where, file):
         raise _error(f"{where}: {exc.message}", data, "port_range", file=file) from None
 
 
-def _flag(data, key, where, file):
+def _flag(data: _Data, key: str, where: str, file: _File) -> bool | None:
     """Return ``data[key]`` (true or false; None when not given), naming the place on error."""
     value = data.get(key)
     if value is not None and not isinstance(value, bool):
@@ -198,7 +211,7 @@ def _flag(data, key, where, file):
     return value
 
 
-def _compress(data, where, file):
+def _compress(data: _Data, where: str, file: _File) -> str:
     """Return ``data['compress']`` (one of :data:`COMPRESSORS`; ``"none"`` when not given)."""
     value = data.get("compress", "none")
     if value is False:      # YAML's ``compress: no``
@@ -209,7 +222,8 @@ def _compress(data, where, file):
     return value
 
 
-def _address(text, data, key, where, file):
+def _address(text: object, data: _Data, key: str, where: str,
+             file: _File) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     """Return ``text`` as an ip address, or raise naming the place."""
     try:
         return ipaddress.ip_address(str(text))
@@ -218,7 +232,7 @@ def _address(text, data, key, where, file):
                      file=file) from None
 
 
-def _add_networks(G, data, file):
+def _add_networks(G: Topology, data: _Data, file: _File) -> None:
     networks_data = data.get("networks")
     if not isinstance(networks_data, dict) or not networks_data:
         raise _error("'networks' must be a mapping of network names to networks", data,
@@ -247,7 +261,9 @@ def _add_networks(G, data, file):
                    compress=_compress(net, where, file), line=line_of(networks_data, name))
 
 
-def _interfaces(G, entry, names, where, file):
+def _interfaces(G: Topology, entry: _Data, names: list[str], where: str, file: _File
+                ) -> Iterator[tuple[str, str, ipaddress.IPv4Address | ipaddress.IPv6Address
+                                    | None]]:
     """Yield (network, interface name, first address or None) for one host entry."""
     items = entry.get("interfaces", [])
     if not isinstance(items, list):
@@ -274,10 +290,10 @@ def _interfaces(G, entry, names, where, file):
         seen_names.add(ifname)
         if address is not None:
             address = _address(address, entry, "interfaces", where, file)
-        yield network, ifname, address
+        yield cast(str, network), ifname, address  # a network node's name (checked above)
 
 
-def _add_hosts(G, data, default_forward_cost, file):
+def _add_hosts(G: Topology, data: _Data, default_forward_cost: float, file: _File) -> None:
     sites_data = data.get("sites")
     if not isinstance(sites_data, dict) or not sites_data:
         raise _error("'sites' must be a mapping of site names to sites", data, "sites",
@@ -304,7 +320,8 @@ def _add_hosts(G, data, default_forward_cost, file):
             _add_host_entry(G, site, entry, default_forward_cost, file)
 
 
-def _add_host_entry(G, site, entry, default_forward_cost, file):
+def _add_host_entry(G: Topology, site: str, entry: _Data, default_forward_cost: float,
+                    file: _File) -> None:
     """Add the host(s) of one entry in a site's ``hosts`` list."""
     _check_keys(entry, "host", f"site {excerpt(site)}: host entry", file)
     if "name" not in entry:
@@ -346,7 +363,7 @@ def _add_host_entry(G, site, entry, default_forward_cost, file):
                        address=None if address is None else str(address + i))
 
 
-def _add_links(G, data, file):
+def _add_links(G: Topology, data: _Data, file: _File) -> None:
     items = data.get("links", [])
     if not isinstance(items, list):
         raise _error("'links' must be a list", data, "links", file=file)
@@ -373,7 +390,7 @@ def _add_links(G, data, file):
                    line=line_of(item))
 
 
-def _assign_addresses(G, file):
+def _assign_addresses(G: Topology, file: _File) -> None:
     """Give each interface without an address the next free address of its network's subnet."""
     for network, attrs in G.nodes(data=True):
         if attrs["kind"] != "network" or attrs["subnet"] is None:
@@ -475,7 +492,7 @@ def loads(text: str, *, file: str | PathLike[str] | None = None, check: bool = T
     return from_dict(data, file=file, check=check)
 
 
-def _library_dirs():
+def _library_dirs() -> Iterator[Traversable]:
     """Yield the folders that hold the topology library (installed package, then repository)."""
     try:
         yield importlib.resources.files("coc.data.topology")
@@ -514,11 +531,12 @@ def library_path(name: str) -> Path:
     for folder in _library_dirs():
         candidate = folder / f"{name}.yaml"
         if candidate.is_file():
-            return candidate
+            return cast(Path, candidate)  # a file on disk in every install coc supports
     raise TopologyError(f"no topology file or library topology named {excerpt(name)}; the library "
                         f"has: {', '.join(library_names()) or 'nothing'}", name=name)
 
 
+# The docstring repeats from_dict's sections (numpydoc) on purpose: help(load) stands alone.
 def load(source: str | PathLike[str], *, check: bool = True) -> Topology:
     """Read a topology file, or a topology of the library by name, into a :class:`Topology`.
 
@@ -557,7 +575,7 @@ def load(source: str | PathLike[str], *, check: bool = True) -> Topology:
     return loads(decode(data, file=str(path)), file=str(path), check=check)
 
 
-def _ordered(nodes):
+def _ordered(nodes: Iterable[str]) -> list[str]:
     return sorted(nodes, key=natural_key)
 
 
@@ -615,7 +633,7 @@ def placement_slots(G: nx.Graph) -> dict[str, int]:
             if not G.nodes[h]["dedicated"] and G.nodes[h]["slots"] > 0}
 
 
-def _format_network(attrs):
+def _format_network(attrs: Mapping[str, Any]) -> dict[str, Any]:
     out = {"technology": attrs["technology"], "latency": format_time(attrs["latency"], 15),
            "bandwidth": format_bandwidth(attrs["bandwidth"], 15), "scope": attrs["scope"]}
     if attrs["subnet"] is not None:

@@ -5,6 +5,12 @@ A topology gives ``port_range`` per site and per network (docs/topology.md, "Por
 live in :mod:`coc.ports`, which ranks import without the topology package.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import networkx as nx
+
 from coc.errors import TopologyError
 from coc.ports import ANY_PORT, format_port_range, parse_port_range
 from coc.topology.limits import excerpt
@@ -12,7 +18,8 @@ from coc.topology.limits import excerpt
 __all__ = ["host_port_range", "parse_port_range", "format_port_range", "ANY_PORT"]
 
 
-def host_port_range(G, host, override=None):
+def host_port_range(G: nx.Graph, host: str,
+                    override: Sequence[int] | None = None) -> tuple[int, ...] | None:
     """Return the ``(low, high)`` ports ``host``'s listening sockets bind in, or None (any).
 
     ``override`` (``coc-run --port-range``) wins. Otherwise the range is what every range
@@ -45,14 +52,14 @@ def host_port_range(G, host, override=None):
              if G.nodes[net].get("kind") == "network"]
     given.append((f"site {attrs['site']}",
                   (G.graph.get("sites", {}).get(attrs["site"]) or {}).get("port_range")))
-    given = [(where, tuple(r)) for where, r in given if r]
-    if not given:
+    ranges = [(where, tuple(r)) for where, r in given if r]
+    if not ranges:
         return None
-    low = max(r[0] for _, r in given)
-    high = min(r[1] for _, r in given)
+    low = max(r[0] for _, r in ranges)
+    high = min(r[1] for _, r in ranges)
     if low > high:
-        ranges = ", ".join(f"{where} {format_port_range(r)}" for where, r in given)
-        raise TopologyError(f"host {excerpt(host)}: its port ranges do not overlap ({ranges}): "
+        named = ", ".join(f"{where} {format_port_range(r)}" for where, r in ranges)
+        raise TopologyError(f"host {excerpt(host)}: its port ranges do not overlap ({named}): "
                             "no port is allowed by all of them", file=G.graph.get("file"),
                             line=attrs.get("line"), name=host)
     return low, high

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Optional
 
 import networkx as nx
 
@@ -26,6 +28,11 @@ EAGER_LIMIT = 128 << 10
 #: links pipeline the message in packets of this size, not in fragments.
 PACKET = 1500
 
+#: First hops of the cheapest paths to a node: ``{gateway or DIRECT: bottleneck bandwidth}``.
+_FirstHops = dict[Optional[str], float]
+#: What :meth:`_Costs.search` finds: cost, predecessor and first hops of each node reached.
+_Found = tuple[dict[str, float], dict[str, Optional[str]], dict[str, _FirstHops]]
+
 
 @dataclass(frozen=True)
 class Hop:
@@ -43,14 +50,14 @@ class Hop:
     network: str
     next_host: str
     time: float
-    networks: tuple = ()
+    networks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Route:
     """The cheapest route for a message of ``size`` bytes; ``time`` is its estimate in seconds."""
 
-    hops: tuple
+    hops: tuple[Hop, ...]
     time: float
     size: int = 0
     src: str | None = field(default=None, compare=False)
@@ -63,9 +70,9 @@ class Route:
         return (self.hops[0].host,) + tuple(hop.next_host for hop in self.hops)
 
     @property
-    def gateways(self) -> tuple[str | None, ...]:
+    def gateways(self) -> tuple[str, ...]:
         """The gateways that forward the message, in order."""
-        return self.hosts[1:-1]
+        return tuple(hop.next_host for hop in self.hops[:-1])
 
     def __str__(self) -> str:
         lines = [f"{hop.host} -> {hop.next_host} over {'+'.join(hop.networks)} "
@@ -86,12 +93,17 @@ class _Costs:
     in at most ``rest / floor`` (see :class:`_Model`).
     """
 
-    def __init__(self, G, size, floor=0.0, fragment=FRAGMENT):
+    def __init__(self, G: nx.Graph, size: int, floor: float = 0.0,
+                 fragment: int = FRAGMENT) -> None:
         self.size, self.floor = size, floor
         self.rest = max(0, size - fragment)
         head, packet = min(size, fragment), min(size, PACKET)
-        self.cost, self.through, self.whole = {}, {}, {}
-        self.bandwidth, self.links, self.gateways = {}, {}, {}
+        self.cost: dict[str, float] = {}      # entering a network from a host
+        self.through: dict[str, float] = {}   # crossing a network reached by a link
+        self.whole: dict[str, float] = {}     # the whole message over a network
+        self.bandwidth: dict[str, float] = {}
+        self.links: dict[str, list[tuple[str, float, float]]] = {}  # (other, cost, bandwidth)
+        self.gateways: dict[str, list[str]] = {}
         for net, d in G.nodes(data=True):
             if d["kind"] == "network" and d["bandwidth"] >= floor:
                 self.cost[net] = d["latency"] + head / d["bandwidth"]
@@ -99,7 +111,8 @@ class _Costs:
                 self.whole[net] = d["latency"] + size / d["bandwidth"]
                 self.bandwidth[net] = d["bandwidth"]
                 self.links[net], self.gateways[net] = [], []
-        self.host_networks, self.forward_cost = {}, {}
+        self.host_networks: dict[str, list[str]] = {}
+        self.forward_cost: dict[str, float] = {}
         for h, d in G.nodes(data=True):
             if d["kind"] == "host":
                 self.host_networks[h] = [net for net in G[h] if net in self.cost]
@@ -107,7 +120,7 @@ class _Costs:
                     self.forward_cost[h] = d["forward_cost"]
                     for net in self.host_networks[h]:
                         self.gateways[net].append(h)
-        self.link_whole = {}
+        self.link_whole: dict[tuple[str, str], float] = {}
         for u, v, d in G.edges(data=True):
             if d["kind"] == "link" and u in self.cost and v in self.cost \
                     and d["bandwidth"] >= floor:
@@ -117,11 +130,12 @@ class _Costs:
                 self.link_whole[u, v] = self.link_whole[v, u] = \
                     d["latency"] + size / d["bandwidth"]
 
-    def tail(self, bottleneck):
+    def tail(self, bottleneck: float) -> float:
         """Return the time the rest of the message takes behind its first fragment."""
         return self.rest / bottleneck if self.rest else 0.0
 
-    def search(self, start, tolerance=TIE, forward=True):
+    def search(self, start: Iterable[str], tolerance: float = TIE,
+               forward: bool = True) -> _Found:
         """Run Dijkstra from the networks ``start`` (the source host's networks).
 
         Returns ``(dist, pred, first)``: the cost of reaching each network (after crossing
@@ -132,10 +146,14 @@ class _Costs:
         no gateway is used (what the source reaches directly).
         """
         start = frozenset(net for net in start if net in self.cost)
-        dist, pred, first, done = {}, {}, {}, set()
-        heap, counter = [], itertools.count()
+        dist: dict[str, float] = {}
+        pred: dict[str, str | None] = {}
+        first: dict[str, _FirstHops] = {}
+        done: set[str] = set()
+        heap: list[tuple[float, int, str]] = []
+        counter = itertools.count()
 
-        def relax(node, d, parent, hops):
+        def relax(node: str, d: float, parent: str | None, hops: _FirstHops) -> None:
             old = dist.get(node)
             if old is None or d < old * (1 - tolerance):
                 dist[node], pred[node], first[node] = d, parent, hops
@@ -167,7 +185,7 @@ class _Costs:
                 for g in self.gateways[node] if forward else ():
                     if g in done or g in unused:
                         continue
-                    entered = {}
+                    entered: _FirstHops = {}
                     for hop, b in hops.items():
                         key = g if hop is DIRECT else hop
                         entered[key] = max(entered.get(key, 0.0), b)
@@ -180,14 +198,15 @@ class _Costs:
         return dist, pred, first
 
     @staticmethod
-    def arrive(found, networks, tolerance=TIE):
+    def arrive(found: _Found, networks: Iterable[str],
+               tolerance: float = TIE) -> tuple[float, str, _FirstHops] | None:
         """Return ``(cost, best network, first hops)`` for a host on ``networks``, or None."""
         dist, _, first = found
         reached = [(dist[net], net) for net in networks if net in dist]
         if not reached:
             return None
         best, net = min(reached)
-        hops = {}
+        hops: _FirstHops = {}
         for d, other in reached:
             if d <= best * (1 + tolerance):
                 for hop, b in first[other].items():
@@ -208,7 +227,7 @@ class _Model:
     Messages of at most one fragment need one search (nothing streams behind).
     """
 
-    def __init__(self, G, size, fragment=FRAGMENT):
+    def __init__(self, G: nx.Graph, size: int, fragment: int = FRAGMENT) -> None:
         first = _Costs(G, size, 0.0, fragment)
         if not first.rest:
             self.layers = [first]
@@ -218,14 +237,15 @@ class _Model:
         self.layers = [_Costs(G, size, floor, fragment) for floor in sorted(floors)]
 
     @property
-    def host_networks(self):
+    def host_networks(self) -> dict[str, list[str]]:
         return self.layers[0].host_networks
 
-    def search(self, start, forward=True):
+    def search(self, start: Iterable[str], forward: bool = True) -> list[_Found]:
         """Run :meth:`_Costs.search` on every layer; return the results in layer order."""
         return [layer.search(start, forward=forward) for layer in self.layers]
 
-    def arrive(self, founds, networks, tolerance=TIE):
+    def arrive(self, founds: Sequence[_Found], networks: Sequence[str], tolerance: float = TIE
+               ) -> tuple[float, str, _FirstHops, _Costs, _Found] | None:
         """Return ``(time, best network, first hops, layer, found)`` for a host, or None.
 
         First hops of paths within ``tolerance`` of the cheapest, over every layer, share
@@ -240,7 +260,7 @@ class _Model:
             return None
         best = min(r[0] for r in reached)
         time, (_, net, _), layer, found = next(r for r in reached if r[0] == best)
-        hops = {}
+        hops: _FirstHops = {}
         for total, arrival, _, _ in reached:
             if total <= best * (1 + tolerance):
                 for hop, b in arrival[2].items():
@@ -262,13 +282,14 @@ class Direct:
     ('myrinet', 'admin')
     """
 
-    def __init__(self, G, size=0):
+    def __init__(self, G: nx.Graph, size: int | str = 0) -> None:
         from coc.topology.units import parse_size
 
-        self.G, self.model, self._found = G, _Model(G, parse_size(size)), {}
-        self._zero = None
+        self.G, self.model = G, _Model(G, parse_size(size))
+        self._found: dict[tuple[str, ...], list[_Found]] = {}
+        self._zero: _Costs | None = None
 
-    def step(self, a, b):
+    def step(self, a: str, b: str) -> tuple[float, str, _Costs, _Found] | None:
         """Return ``(time, network of b it arrives on, layer, found)``, or None if none."""
         _check_host(self.G, a)
         _check_host(self.G, b)
@@ -278,12 +299,12 @@ class Direct:
         arrival = self.model.arrive(self._found[nets], self.model.host_networks[b])
         return None if arrival is None else (arrival[0], arrival[1], arrival[3], arrival[4])
 
-    def network(self, a, b):
+    def network(self, a: str, b: str) -> str | None:
         """Return the network of ``b`` that ``a`` sends to directly, or None if it cannot."""
         step = self.step(a, b)
         return None if step is None else step[1]
 
-    def latency(self, a, network):
+    def latency(self, a: str, network: str) -> float | None:
         """Return the latency from host ``a`` onto ``network`` (its own or a linked one), or None.
 
         The sum of the latencies of the networks and links on the lowest-latency way there.
@@ -293,16 +314,17 @@ class Direct:
         return self._zero.search(self._zero.host_networks[a], forward=False)[0].get(network)
 
 
-def _check_host(G, host):
+def _check_host(G: nx.Graph, host: str) -> None:
     if host not in G or G.nodes[host].get("kind") != "host":
         raise TopologyError(f"unknown host {host!r}", file=G.graph.get("file"), name=host)
 
 
-def _segments(costs, src, dst, path):
+def _segments(costs: _Costs, src: str, dst: str, path: Sequence[str]) -> tuple[Hop, ...]:
     """Cut a node path (networks and gateways) into hops between hosts."""
-    hops, host, nets = [], src, []
+    hops: list[Hop] = []
+    host, nets = src, list[str]()
 
-    def close(next_host):
+    def close(next_host: str) -> None:
         time = sum(costs.whole[net] for net in nets)
         time += sum(costs.link_whole[a, b] for a, b in zip(nets, nets[1:]))
         if host != src:
@@ -375,15 +397,16 @@ def route(G: nx.Graph, src: str, dst: str, size: int | str = 0) -> Route:
     if arrival is None:
         raise TopologyError(f"host {src!r} cannot reach host {dst!r}",
                             file=G.graph.get("file"), name=src)
-    time, node, _, costs, found = arrival
+    time, last, _, costs, found = arrival
     path, pred = [], found[1]
+    node: str | None = last
     while node is not None:
         path.append(node)
         node = pred[node]
     return Route(_segments(costs, src, dst, path[::-1]), time, nbytes, src)
 
 
-def route_cost(G, hosts, size=0):
+def route_cost(G: nx.Graph, hosts: Sequence[str], size: int = 0) -> float:
     """Return the time of sending ``size`` bytes along the host path ``hosts``.
 
     Each step goes directly (over one network, or networks joined by links) at its
@@ -398,7 +421,7 @@ def route_cost(G, hosts, size=0):
     True
     """
     model = _Model(G, size)
-    best = None
+    best: float | None = None
     for layer in model.layers:
         total = layer.tail(layer.floor)
         for i, (a, b) in enumerate(zip(hosts, hosts[1:])):
@@ -414,7 +437,8 @@ def route_cost(G, hosts, size=0):
     return best
 
 
-def message_time(G, src, dst, size=0, eager_limit=EAGER_LIMIT):
+def message_time(G: nx.Graph, src: str, dst: str, size: int | str = 0,
+                 eager_limit: int = EAGER_LIMIT) -> float:
     """Return the predicted seconds for one message from ``src`` to ``dst``, protocol included.
 
     A message up to ``eager_limit`` is sent at once: its route's time. A larger one goes by
@@ -430,8 +454,8 @@ def message_time(G, src, dst, size=0, eager_limit=EAGER_LIMIT):
     """
     from coc.topology.units import parse_size
 
-    size = parse_size(size)
-    time = route(G, src, dst, size).time
-    if size > eager_limit:
+    nbytes = parse_size(size)
+    time = route(G, src, dst, nbytes).time
+    if nbytes > eager_limit:
         time += route(G, src, dst).time + route(G, dst, src).time
     return time

@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional, TypedDict
 
 import networkx as nx
 
 from coc.errors import TopologyError
 from coc.topology.hostlist import compress, natural_key
 from coc.topology.model import hosts, sites
-from coc.topology.routing import DIRECT, _Model
+from coc.topology.routing import DIRECT, _Found, _Model
 from coc.topology.units import parse_size
 
 __all__ = ["HostClass", "RouteTables", "route_tables", "gateways", "gateway_sets",
            "LARGE_MESSAGE"]
 
 LARGE_MESSAGE = 1 << 20  # the size the "large" route table is computed for (1 MiB)
+
+#: Next hops with weights summing to 1; the hop None (DIRECT) sends straight to the destination.
+Hops = tuple[tuple[Optional[str], float], ...]
+
+
+class TableEntry(TypedDict):
+    """The next hops of one source class: toward each destination site, and toward each
+    destination class (an index into :attr:`RouteTables.classes`) that differs from its site."""
+
+    sites: dict[str, Hops]
+    classes: dict[int, Hops]
 
 
 @dataclass(frozen=True)
@@ -26,17 +37,17 @@ class HostClass:
 
     site: str
     role: str
-    networks: tuple
-    hosts: tuple
+    networks: tuple[str, ...]
+    hosts: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
         return {"site": self.site, "role": self.role, "networks": list(self.networks),
                 "hosts": compress(self.hosts)}
 
 
-def _classes(G):
+def _classes(G: nx.Graph) -> list[HostClass]:
     """Group the hosts of ``G`` into :class:`HostClass` es, in a deterministic order."""
-    groups = {}
+    groups: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
     for h in hosts(G):
         d = G.nodes[h]
         nets = tuple(sorted(G[h], key=natural_key))
@@ -47,7 +58,7 @@ def _classes(G):
                   key=lambda c: (site_order[c.site], natural_key(c.hosts[0])))
 
 
-def _weighted(hops):
+def _weighted(hops: Mapping[str | None, float]) -> Hops:
     """Turn ``{hop: bottleneck bandwidth}`` into ``((hop, weight), ...)``, weights summing to 1."""
     if len(hops) == 1:
         return ((next(iter(hops)), 1.0),)
@@ -80,7 +91,7 @@ class RouteTables:
     """
 
     def __init__(self, size_classes: Sequence[int], labels: Sequence[str],
-                 classes: list[HostClass], entries: list[list[dict[str, Any]]]) -> None:
+                 classes: list[HostClass], entries: list[list[TableEntry]]) -> None:
         self.size_classes, self.labels = size_classes, labels
         self.classes, self.entries = classes, entries
         self.host_class = {h: i for i, c in enumerate(classes) for h in c.hosts}
@@ -90,9 +101,9 @@ class RouteTables:
         """The number of stored (source class, destination) entries over all size classes."""
         return sum(len(e["sites"]) + len(e["classes"]) for table in self.entries for e in table)
 
-    def _size_index(self, size):
-        size = parse_size(size)
-        return max(i for i, s in enumerate(self.size_classes) if s <= size or i == 0)
+    def _size_index(self, size: int | str) -> int:
+        nbytes = parse_size(size)
+        return max(i for i, s in enumerate(self.size_classes) if s <= nbytes or i == 0)
 
     def next_hops(self, src: str, dst: str, size: int | str = 0) -> list[tuple[str, float]]:
         """Return ``[(next host, weight), ...]`` from host ``src`` toward host ``dst``.
@@ -123,7 +134,7 @@ class RouteTables:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the tables as plain data (JSON-ready): classes and per-label entries."""
-        def hops(items):
+        def hops(items: Hops) -> list[list[Any]]:
             return [[hop, w] for hop, w in items]
 
         return {
@@ -136,11 +147,11 @@ class RouteTables:
         }
 
 
-def _table(G, classes, size):
+def _table(G: nx.Graph, classes: Sequence[HostClass], size: int) -> list[TableEntry]:
     """Compute the entries of one size class."""
     model = _Model(G, size)
-    searches = {}
-    by_site = {}
+    searches: dict[tuple[str, ...], list[_Found]] = {}
+    by_site: dict[str, list[int]] = {}
     for index, c in enumerate(classes):
         by_site.setdefault(c.site, []).append(index)
     table = []
@@ -148,7 +159,7 @@ def _table(G, classes, size):
         if c.networks not in searches:
             searches[c.networks] = model.search(c.networks)
         found = searches[c.networks]
-        entry = {"sites": {}, "classes": {}}
+        entry: TableEntry = {"sites": {}, "classes": {}}
         for site, members in by_site.items():
             hops = []
             for t in members:
@@ -159,10 +170,10 @@ def _table(G, classes, size):
                 hops.append(_weighted(arrival[2]))
             # the hops most of the site's hosts get are stored once for the site; the
             # classes that differ (typically its gateways) get an entry of their own
-            weight = {}
+            weight: dict[Hops, int] = {}
             for t, h in zip(members, hops):
                 weight[h] = weight.get(h, 0) + len(classes[t].hosts)
-            common = max(weight, key=weight.get)
+            common = max(weight, key=weight.__getitem__)
             entry["sites"][site] = common
             entry["classes"].update((t, h) for t, h in zip(members, hops) if h != common)
         table.append(entry)
@@ -207,13 +218,14 @@ def route_tables(G: nx.Graph, size_classes: Sequence[int | str] = (0, LARGE_MESS
     return RouteTables(sizes, labels, classes, entries)
 
 
-def _site_gateways(G, tables, site_a, site_b, size):
+def _site_gateways(G: nx.Graph, tables: RouteTables, site_a: str, site_b: str,
+                   size: int | str) -> list[tuple[str, float]]:
     """Aggregate the first hops from ``site_a`` toward ``site_b`` into a gateway set."""
     sources = [i for i, c in enumerate(tables.classes) if c.site == site_a]
     if any(tables.classes[i].role != "gateway" for i in sources):
         sources = [i for i in sources if tables.classes[i].role != "gateway"]
     targets = [i for i, c in enumerate(tables.classes) if c.site == site_b]
-    share = {}
+    share: dict[str, float] = {}
     for s in sources:
         for t in targets:
             pairs = len(tables.classes[s].hosts) * len(tables.classes[t].hosts)

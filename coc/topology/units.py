@@ -1,7 +1,10 @@
 """Parse and format the times, bandwidths and sizes written in topology files."""
 
+from __future__ import annotations
+
 import math
 import re
+from collections.abc import Mapping, Sequence
 
 from coc.errors import TopologyError
 from coc.topology.limits import excerpt
@@ -21,7 +24,8 @@ _BANDWIDTH = {"bit/s": (0, 1 / 8), "kbit/s": (3, 1 / 8), "Kbit/s": (3, 1 / 8),
 _QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([^\s0-9].*?)?\s*$")
 
 
-def _parse(text, units, what, example):
+def _parse(text: object, units: Mapping[str, tuple[int, float]], what: str,
+           example: str) -> float:
     """Return ``text`` (a number with a unit from ``units``) in base units."""
     match = None if isinstance(text, bool) else _QUANTITY.match(str(text))
     if match is not None and match.group(2) is None and float(match.group(1)) == 0:
@@ -40,7 +44,7 @@ def _parse(text, units, what, example):
     return value
 
 
-def parse_time(text):
+def parse_time(text: str | float) -> float:
     """Return the seconds that a time such as ``'20us'`` stands for.
 
     Parameters
@@ -58,7 +62,7 @@ def parse_time(text):
     Raises
     ------
     TopologyError
-        If ``text`` is not a number followed by a known unit.
+        If ``text`` is not a time: a number followed by a time unit.
 
     Examples
     --------
@@ -74,7 +78,8 @@ def parse_time(text):
     return _parse(text, _TIME, "time", "20us")
 
 
-def parse_bandwidth(text):
+# The docstring has parse_time's sections (numpydoc) on purpose: each stands alone in help().
+def parse_bandwidth(text: str | float) -> float:
     """Return the bytes per second that a bandwidth such as ``'10Gbit/s'`` stands for.
 
     Parameters
@@ -92,7 +97,7 @@ def parse_bandwidth(text):
     Raises
     ------
     TopologyError
-        If ``text`` is not a number followed by a known unit.
+        If ``text`` is not a bandwidth: a number followed by a bandwidth unit.
 
     Examples
     --------
@@ -106,7 +111,7 @@ def parse_bandwidth(text):
     return _parse(text, _BANDWIDTH, "bandwidth", "10Gbit/s")
 
 
-def parse_size(text):
+def parse_size(text: str | int) -> int:
     """Return the bytes that a size such as ``'4MiB'`` stands for.
 
     Parameters
@@ -141,7 +146,7 @@ def parse_size(text):
     return int(round(_parse(text, _SIZE, "size", "4MiB")))
 
 
-def _format(value, units, digits):
+def _format(value: float, units: Sequence[tuple[str, float]], digits: int) -> str:
     """Write ``value`` with the largest unit of ``units`` (ascending) it reaches."""
     unit, factor = units[0]
     for candidate, candidate_factor in units:
@@ -150,7 +155,7 @@ def _format(value, units, digits):
     return f"{value / factor:.{digits}g}{unit}"
 
 
-def format_time(seconds, digits=6):
+def format_time(seconds: float, digits: int = 6) -> str:
     """Write ``seconds`` in the largest time unit that keeps the number at least 1.
 
     ``digits`` is the number of significant digits (15 round-trips through :func:`parse_time`).
@@ -169,7 +174,7 @@ def format_time(seconds, digits=6):
     return _format(seconds, [("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0)], digits)
 
 
-def format_bandwidth(bytes_per_second, digits=6):
+def format_bandwidth(bytes_per_second: float, digits: int = 6) -> str:
     """Write a bandwidth in bits per second with the largest fitting unit (``digits`` significant).
 
     Examples
@@ -183,7 +188,7 @@ def format_bandwidth(bytes_per_second, digits=6):
                                           ("Gbit/s", 1e9), ("Tbit/s", 1e12)], digits)
 
 
-def format_size(nbytes, digits=6):
+def format_size(nbytes: float, digits: int = 6) -> str:
     """Write a size in bytes with the largest binary unit it fills (``digits`` significant).
 
     Examples

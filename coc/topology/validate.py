@@ -6,6 +6,8 @@ import functools
 import ipaddress
 import itertools
 import warnings
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from typing import Any
 
 import networkx as nx
 
@@ -18,25 +20,27 @@ from coc.topology.ports import host_port_range
 __all__ = ["validate", "network_components"]
 
 
-def _fail(G, message, node=None):
+def _fail(G: nx.Graph, message: str, node: str | None = None) -> TopologyError:
     """Return a TopologyError placed at ``node``'s line of the file ``G`` came from."""
     line = None if node is None else G.nodes[node].get("line")
     return TopologyError(message, file=G.graph.get("file"), line=line, name=node)
 
 
-def _known(G, where, what, value, known, node=None, note=""):
+def _known(G: nx.Graph, where: str, what: str, value: object, known: Collection[str],
+           node: str | None = None, note: str = "") -> None:
     """Raise unless ``value`` is one of the ``known`` words, listing them."""
     if value not in known:
         raise _fail(G, f"{where}: unknown {what} {excerpt(value)}; known: {', '.join(known)}{note}",
                     node)
 
 
-def _number(value, minimum=0.0, strict=False):
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return ok and (value > minimum if strict else value >= minimum)
+def _number(value: object, minimum: float = 0.0, strict: bool = False) -> bool:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    return value > minimum if strict else value >= minimum
 
 
-def _check_networks(G):
+def _check_networks(G: nx.Graph) -> None:
     for net, a in G.nodes(data=True):   # in file order: the first mistake in the file
         if a["kind"] != "network":
             continue
@@ -53,7 +57,7 @@ def _check_networks(G):
             raise _fail(G, f"link {u}--{v}: needs latency >= 0 and bandwidth > 0", u)
 
 
-def _site_error(G, site, message):
+def _site_error(G: nx.Graph, site: str, message: str) -> TopologyError:
     """Return a TopologyError placed at the line where ``site`` is defined."""
     return TopologyError(message, file=G.graph.get("file"),
                          line=G.graph.get("site_lines", {}).get(site), name=site)
@@ -63,7 +67,7 @@ def _site_error(G, site, message):
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:[]%")
 
 
-def _bad_destination(text):
+def _bad_destination(text: object) -> str | None:
     """Return why ``text`` cannot be a hostname or login host (ssh destination), or None.
 
     A leading ``-`` would make ssh read it as an option; blanks and other characters would
@@ -79,7 +83,7 @@ def _bad_destination(text):
     return None
 
 
-def _check_hosts(G):
+def _check_hosts(G: nx.Graph) -> None:
     bound = limits()
     for site, entry in G.graph.get("sites", {}).items():
         entry = entry or {}
@@ -120,9 +124,9 @@ def _check_hosts(G):
         host_port_range(G, h)          # the ranges of its networks and site must overlap
 
 
-def _check_names(G):
+def _check_names(G: nx.Graph) -> None:
     """Check hostnames and addresses are unique where they must be, and inside subnets."""
-    hostnames = {}
+    hostnames: dict[str, str] = {}
     for h in hosts(G):
         hostname = G.nodes[h]["hostname"]
         if hostname in hostnames:
@@ -133,7 +137,7 @@ def _check_names(G):
     # networks joined by links share one, and all public networks share the Internet's.
     space = network_components(G, gateways=False)
     subnets = functools.lru_cache(maxsize=None)(ipaddress.ip_network)
-    seen = {}
+    seen: dict[tuple[str, Any], tuple[str, str]] = {}   # (address space, address) -> user
     for h in hosts(G):
         for net, d in G[h].items():
             if d["address"] is None:
@@ -160,7 +164,7 @@ def _check_names(G):
 class _Joins:
     """What joins networks into components: links, and the networks of each gateway."""
 
-    def __init__(self, G):
+    def __init__(self, G: nx.Graph) -> None:
         # Networks nothing attaches to are components of their own: leaving them out keeps
         # the work per gateway proportional to the networks in use (files can list 500 000).
         self.networks = [n for n, d in G.nodes(data=True) if d["kind"] == "network"
@@ -169,10 +173,10 @@ class _Joins:
         self.gateways = {h: list(G[h]) for h, d in G.nodes(data=True)
                          if d["kind"] == "host" and d["role"] == "gateway"}
 
-    def components(self, gateways=True, without=None):
+    def components(self, gateways: bool = True, without: str | None = None) -> dict[str, str]:
         parent = {net: net for net in self.networks}
 
-        def find(net):
+        def find(net: str) -> str:
             while parent[net] != net:
                 parent[net] = parent[parent[net]]
                 net = parent[net]
@@ -188,7 +192,8 @@ class _Joins:
         return {net: find(net) for net in parent}
 
 
-def network_components(G, gateways=True, without=None):
+def network_components(G: nx.Graph, gateways: bool = True,
+                       without: str | None = None) -> dict[str, str]:
     """Return ``{network: component}``: networks joined by links (and gateways) share one.
 
     Parameters
@@ -219,9 +224,10 @@ def network_components(G, gateways=True, without=None):
     return comp
 
 
-def _unreachable(G, comp, host_list):
+def _unreachable(G: nx.Graph, comp: dict[str, str],
+                 host_list: Iterable[str]) -> tuple[str, str] | None:
     """Return a pair of hosts of ``host_list`` that no route joins, or None."""
-    by_set = {}
+    by_set: dict[frozenset[str], str] = {}
     for h in host_list:
         by_set.setdefault(frozenset(comp[net] for net in G[h]), h)
     for (set_a, host_a), (set_b, host_b) in itertools.combinations(by_set.items(), 2):
@@ -230,7 +236,7 @@ def _unreachable(G, comp, host_list):
     return None
 
 
-def _hint(G, comp, side_a, side_b):
+def _hint(G: nx.Graph, comp: dict[str, str], side_a: set[str], side_b: set[str]) -> str:
     """Name a host that is on both sides but does not forward because it is no gateway."""
     for h in hosts(G):
         reach = {comp[net] for net in G[h]}
@@ -240,9 +246,9 @@ def _hint(G, comp, side_a, side_b):
     return ""
 
 
-def _check_reachable(G):
+def _check_reachable(G: nx.Graph) -> None:
     comp = network_components(G)
-    reach = {}
+    reach: dict[str, set[str]] = {}
     for h, d in G.nodes(data=True):
         if d["kind"] == "host":
             reach.setdefault(d["site"], set()).update(comp[net] for net in G[h])
@@ -257,7 +263,7 @@ def _check_reachable(G):
                        f"gateway joins their networks" + _hint(G, comp, side_a, side_b), pair[0])
 
 
-def _names(site_group):
+def _names(site_group: Iterable[str]) -> str:
     names = sorted(site_group, key=natural_key)
     if len(names) == 1:
         return f"site {names[0]}"
@@ -265,10 +271,10 @@ def _names(site_group):
     return f"sites {shown}" + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
-def _single_points_of_failure(G):
+def _single_points_of_failure(G: nx.Graph) -> Iterator[str]:
     """Yield a warning text for each gateway whose loss would split the sites."""
     joins = _Joins(G)
-    site_networks = {}  # site -> {network: number of the site's hosts on it}
+    site_networks: dict[str, dict[str, int]] = {}  # site -> {network: the site's hosts on it}
     for h, d in G.nodes(data=True):
         if d["kind"] == "host":
             counts = site_networks.setdefault(d["site"], {})
@@ -287,7 +293,9 @@ def _single_points_of_failure(G):
                    f"(single point of failure)")
 
 
-def _site_groups(ordered, site_networks, comp, left_out):
+def _site_groups(ordered: Sequence[str], site_networks: dict[str, dict[str, int]],
+                 comp: dict[str, str],
+                 left_out: Callable[[str, str, int], bool]) -> list[list[str]]:
     """Return the sites grouped by the network components they reach, in ``ordered`` order.
 
     Sites that reach a common component are in one group; ``left_out(site, network, count)``
@@ -295,13 +303,13 @@ def _site_groups(ordered, site_networks, comp, left_out):
     """
     parent = {site: site for site in ordered}
 
-    def find(site):
+    def find(site: str) -> str:
         while parent[site] != site:
             parent[site] = parent[parent[site]]
             site = parent[site]
         return site
 
-    first = {}  # component -> the first site that reaches it
+    first: dict[str, str] = {}  # component -> the first site that reaches it
     for site in ordered:
         for net, count in site_networks[site].items():
             if left_out(site, net, count):
@@ -309,7 +317,7 @@ def _site_groups(ordered, site_networks, comp, left_out):
             other = first.setdefault(comp[net], site)
             if other != site:
                 parent[find(site)] = find(other)
-    groups = {}   # in the order of each group's first site
+    groups: dict[str, list[str]] = {}   # in the order of each group's first site
     for site in ordered:
         groups.setdefault(find(site), []).append(site)
     return list(groups.values())

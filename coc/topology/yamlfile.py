@@ -9,7 +9,11 @@ dies of a stack overflow at some ten thousand) and how many nodes aliases add (a
 nested aliases can stand for billions of nodes), before the full loader would see the text.
 """
 
+from __future__ import annotations
+
 import codecs
+from os import PathLike
+from typing import Any, Union
 
 import yaml
 
@@ -18,23 +22,28 @@ from coc.topology.limits import exceeded, excerpt, limits, shorten
 
 __all__ = ["Mapping", "decode", "read_yaml", "line_of"]
 
+#: The file a text was read from, named in errors (None: text from elsewhere).
+File = Union[str, "PathLike[str]", None]
+
 _Base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class Mapping(dict):
+class Mapping(dict[Any, Any]):
     """A dict read from YAML that knows its ``line`` and the line of each key (``lines``)."""
 
-    line = None
+    line: int | None = None
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.lines = {}
+        self.lines: dict[Any, int | None] = {}
 
 
 class _LineLoader(_Base):  # type: ignore[valid-type,misc]  # libyaml's loader when built
     """A safe loader whose mappings are :class:`Mapping` and whose duplicate keys are errors."""
 
-    def construct_mapping(self, node, deep=False):
+    coc_file: File = None  # named in errors
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Mapping:
         mapping = Mapping()
         mapping.line = node.start_mark.line + 1
         own = sum(1 for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge")
@@ -65,7 +74,7 @@ _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
 
 
-def decode(data, file=None):
+def decode(data: bytes, file: File = None) -> str:
     """Return the bytes ``data`` of a topology file as text; it must be UTF-8.
 
     Raises
@@ -114,7 +123,7 @@ _NO_KEY = object()      # a mapping waiting for its next key
 _FULL = object()        # what the one-pass reader returns for text the full loader must read
 
 
-def _plain_value(text):
+def _plain_value(text: str) -> Any:
     """Return the value of the plain (unquoted) scalar ``text``, as the safe loader builds it."""
     tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))
     if tag == _TAG + "str":
@@ -131,11 +140,13 @@ class _Open:
 
     __slots__ = ("value", "anchor", "nodes", "key", "key_line", "merges")
 
-    def __init__(self, value, anchor):
+    def __init__(self, value: Mapping | list[Any], anchor: str | None) -> None:
         self.value, self.anchor, self.nodes = value, anchor, 1
-        self.key, self.key_line, self.merges = _NO_KEY, None, []
+        self.key: object = _NO_KEY
+        self.key_line: int | None = None
+        self.merges: list[Mapping] = []
 
-    def add(self, value, event, file):
+    def add(self, value: Any, event: Any, file: File) -> bool:
         """Put ``value`` (read from ``event``) in; return False where the full loader must."""
         if value is _UNBUILT:
             return False
@@ -144,7 +155,8 @@ class _Open:
             mapping.append(value)
             return value is not _MERGE
         if self.key is _NO_KEY:     # a key: a plain value, or ``<<``, written here
-            if type(event) is not yaml.ScalarEvent or not (
+            kind = type(event)      # (not narrowing ``event``: PyYAML's marks may be None)
+            if kind is not yaml.ScalarEvent or not (
                     value is _MERGE or isinstance(value, _KEY_TYPES)):
                 return False
             self.key, self.key_line = value, event.start_mark.line + 1
@@ -165,10 +177,11 @@ class _Open:
         mapping.lines[key] = self.key_line
         return True
 
-    def finish(self):
+    def finish(self) -> Mapping | list[Any]:
         """Return the mapping or list read, the keys merged in by ``<<`` first."""
         if not self.merges:
             return self.value
+        assert isinstance(self.value, Mapping)  # only mappings take ``<<`` merges
         merged = Mapping()
         merged.line = self.value.line
         for source in [*self.merges, self.value]:
@@ -177,7 +190,7 @@ class _Open:
         return merged
 
 
-def _read_events(text, file):
+def _read_events(text: str, file: File) -> Any:
     """Build the document of ``text`` in one pass over the parser's events, checking limits.
 
     The depth and alias checks run on every event, with nothing built recursively, so they
@@ -189,12 +202,17 @@ def _read_events(text, file):
     its error).
     """
     bound = limits()
-    anchors = {}    # anchor -> (object, nodes it stands for); None while its node is open
-    plain = {}      # plain scalar text -> its value (topology files repeat their words)
-    stack = []      # the mappings and lists being read
+    # anchor -> (object, nodes it stands for); None while its node is open
+    anchors: dict[str, tuple[Any, int] | None] = {}
+    plain: dict[str, Any] = {}  # plain scalar text -> its value (topology files repeat words)
+    stack: list[_Open] = []     # the mappings and lists being read
     added = 0       # nodes added by aliases
     documents = 0
-    document = None
+    document: Any = None
+    anchor: str | None
+    nodes: int
+    value: Any
+    event: Any      # a PyYAML event: its fields are read after its type is known
     full = False    # the full loader must read this text: from here on only check limits
     for event in yaml.parse(text, Loader=_Base):
         kind = type(event)
@@ -216,13 +234,14 @@ def _read_events(text, file):
                 full = full or event.anchor in anchors
                 anchors[event.anchor] = None
             full = full or event.tag is not None
-            stack.append(_Open(Mapping() if kind is yaml.MappingStartEvent else [],
-                               event.anchor))
+            container: Mapping | list[Any] = []
+            if kind is yaml.MappingStartEvent:
+                container = Mapping()
+                container.line = event.start_mark.line + 1
+            stack.append(_Open(container, event.anchor))
             if len(stack) > bound.depth:
                 raise TopologyError(exceeded("the YAML nests", "depth"),
                                     file=file, line=event.start_mark.line + 1)
-            if kind is yaml.MappingStartEvent:
-                stack[-1].value.line = event.start_mark.line + 1
             continue
         elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
             done = stack.pop()
@@ -253,7 +272,7 @@ def _read_events(text, file):
     return _FULL if full else document
 
 
-def read_yaml(text, file=None):
+def read_yaml(text: str, file: File = None) -> Any:
     """Parse YAML ``text``, returning :class:`Mapping` objects that carry line numbers.
 
     Parameters
@@ -305,7 +324,7 @@ def read_yaml(text, file=None):
         raise TopologyError(shorten(f"YAML value error: {exc}"), file=file) from None
 
 
-def _full_load(text, file):
+def _full_load(text: str, file: File) -> Any:
     """Return the document of ``text`` read by PyYAML's whole safe loader (with lines)."""
     loader = _LineLoader(text)
     loader.coc_file = file
@@ -315,7 +334,7 @@ def _full_load(text, file):
         loader.dispose()
 
 
-def line_of(mapping, key=None):
+def line_of(mapping: object, key: object = None) -> int | None:
     """Return the line of ``key`` in ``mapping`` (or of the mapping itself), or None.
 
     Examples

@@ -53,6 +53,8 @@ static void *page_aligned(size_t n) {
     return p;
 }
 
+/* now_ns and cmp_u64 are coc_pingpong.c's too, on purpose: each reference program stands
+ * alone, one file to read and check (and times the same way). */
 static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

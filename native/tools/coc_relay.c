@@ -56,6 +56,8 @@ static int epfd, timer = -1; /* timer: a timerfd armed for the earliest held chu
 static struct link *links;
 static long long delay_up_ns, delay_down_ns;
 
+/* The helpers below (now_ns, die, tune, addr_of) are coc_pingpong.c's too, on purpose: each
+ * reference program stands alone, one file to read and check. */
 static long long now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -14,25 +14,34 @@ makes every rank compare name, root and buffer sizes before each collective (one
 allgather per call, for debugging).
 """
 
+from __future__ import annotations
+
 import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from coc.comm import transport
 from coc.comm.buffers import contiguous
+from coc.comm.request import Envelope, Part, Steps
 from coc.errors import CollectiveMismatchError, TruncationError
+
+if TYPE_CHECKING:
+    from coc.comm.communicator import Communicator
 
 __all__ = ["Call", "CollectiveMismatchError", "set_collective_algorithm",
            "collective_algorithm", "use_topology"]
 
 _ALGORITHMS = ("auto", "flat", "topology")
+_T = TypeVar("_T")
 
 #: ``COC_CHECK_COLLECTIVES=1``: before every collective, all ranks compare what they called.
 CHECK_ALL = os.environ.get("COC_CHECK_COLLECTIVES") == "1"
 _choice = {"value": os.environ.get("COC_COLLECTIVES", "auto")}
 
 
-def set_collective_algorithm(name):
+def set_collective_algorithm(name: str) -> None:
     """Choose the collective algorithms: ``"flat"``, ``"topology"`` or ``"auto"`` (default).
 
     ``"topology"`` uses the multi-level algorithms whenever a communicator spans several
@@ -45,12 +54,12 @@ def set_collective_algorithm(name):
     _choice["value"] = name
 
 
-def collective_algorithm():
+def collective_algorithm() -> str:
     """Return the current choice of :func:`set_collective_algorithm`."""
     return _choice["value"]
 
 
-def use_topology(sites, size, algorithm=None):
+def use_topology(sites: int, size: int, algorithm: str | None = None) -> bool:
     """Return True when a collective over ``size`` ranks on ``sites`` sites goes multi-level.
 
     Examples
@@ -66,14 +75,14 @@ def use_topology(sites, size, algorithm=None):
     return 1 < sites < size
 
 
-def _signature(name, args):
+def _signature(name: str, args: Sequence[Any]) -> tuple[str, list[int], list[int]]:
     """Return what every rank must agree on: the name, the roots and the buffer sizes."""
     roots = [a for a in args if type(a) is int]
     sizes = [a.nbytes for a in args if isinstance(a, np.ndarray)]
     return name, roots, sizes
 
 
-def check_signature(comm, name, args):
+def check_signature(comm: Communicator, name: str, args: Sequence[Any]) -> None:
     """Raise :class:`CollectiveMismatchError` unless every rank calls the same collective."""
     from coc.comm.collectives import flat
     from coc.comm.request import run
@@ -87,15 +96,17 @@ def check_signature(comm, name, args):
                 f"{mine[1]} and buffer sizes {mine[2]}")
 
 
-def one_tag(comm, steps, tag):
+def one_tag(comm: Communicator, steps: Steps[_T], tag: int) -> Steps[_T]:
     """Drive the generator ``steps`` with every :class:`Call` on ``comm`` using ``tag``."""
-    statuses, error = None, None
+    statuses: Any = None            # None starts the generator
+    error: BaseException | None = None
     while True:
         comm._op_tag = tag
         try:
             parts = steps.send(statuses) if error is None else steps.throw(error)
         except StopIteration as stop:
-            return stop.value
+            value: _T = stop.value
+            return value
         finally:
             comm._op_tag = None
         try:
@@ -104,7 +115,7 @@ def one_tag(comm, steps, tag):
             statuses, error = None, exc
 
 
-def then(steps, finish):
+def then(steps: Steps[_T], finish: Callable[[_T], object]) -> Steps[_T]:
     """Run the generator ``steps``, then ``finish(value)``; return the value (generator)."""
     value = yield from steps
     finish(value)
@@ -114,12 +125,13 @@ def then(steps, finish):
 class Call:
     """The messages of one collective call on ``comm`` (see the module docstring)."""
 
-    def __init__(self, comm, kind, root=None, buffer=False):
+    def __init__(self, comm: Communicator, kind: str, root: int | None = None,
+                 buffer: bool = False) -> None:
         self.comm, self.kind, self.root, self.buffer = comm, kind, root, buffer
-        self.tag = comm._next_collective_tag()
-        self.sends = []
+        self.tag: int = comm._next_collective_tag()
+        self.sends: list[Part] = []
 
-    def send(self, value, dest):
+    def send(self, value: Any, dest: int) -> None:
         """Start sending ``value`` (an object, or a NumPy array for buffer calls) to ``dest``."""
         if self.buffer:
             self.sends.append(transport.post(self.comm, contiguous(value), dest,
@@ -128,7 +140,7 @@ class Call:
             self.sends.append(transport.post_obj(self.comm, (self.kind, self.root, value),
                                                  dest, self.tag, transport.COLL))
 
-    def recv(self, source, into=None):
+    def recv(self, source: int, into: Any = None) -> Steps[Any]:
         """Receive from rank ``source`` (generator): an object, or into the array ``into``."""
         comm = self.comm
         if into is None:
@@ -140,6 +152,7 @@ class Call:
                     f"{comm.rank} called {_call(self.kind, self.root)}")
             return value
         try:
+            st: Envelope
             (st,) = yield [comm._irecv(into, source, self.tag, transport.COLL_BUF)]
         except TruncationError as exc:
             raise self._size_mismatch(source, exc.size, into.nbytes) from None
@@ -147,17 +160,18 @@ class Call:
             raise self._size_mismatch(source, st.count, into.nbytes)
         return into
 
-    def _size_mismatch(self, source, got, expected):
+    def _size_mismatch(self, source: int, got: int | None,
+                       expected: int) -> CollectiveMismatchError:
         return CollectiveMismatchError(
             f"{self.comm.name}: {self.kind}: rank {source} sent {got} bytes but rank "
             f"{self.comm.rank} expected {expected} (different counts or datatypes?)")
 
-    def finish(self):
+    def finish(self) -> Steps[None]:
         """Wait for this call's sends (generator)."""
         if self.sends:
             yield self.sends
             self.sends = []
 
 
-def _call(kind, root):
+def _call(kind: str, root: int | None) -> str:
     return kind if root is None else f"{kind}(root={root})"

@@ -7,28 +7,39 @@ direct exchange for ``gather``/``scatter``/``alltoall`` and the vector forms, a 
 are NumPy arrays received in place.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+import numpy.typing as npt
 
 from coc.comm.collectives.base import Call, CollectiveMismatchError
+from coc.comm.ops import Op
+from coc.comm.request import Steps
 from coc.comm.transport import parallel
+
+if TYPE_CHECKING:
+    from coc.comm.communicator import Communicator
 
 __all__ = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather",
            "alltoall", "scan", "gatherv", "scatterv", "alltoallv"]
 
 
-def _like(value, buffer):
+def _like(value: Any, buffer: bool) -> Any:
     """Return a fresh receive array shaped like ``value`` (buffer forms) or None (objects)."""
     return np.empty_like(value) if buffer else None
 
 
-def _combine(op, acc, other, buffer, acc_first=True):
+def _combine(op: Op, acc: Any, other: Any, buffer: bool, acc_first: bool = True) -> Any:
     """Return ``op`` of the two operands in rank order; buffer forms update ``acc`` in place."""
     if buffer:
         return op.combine_into(acc, other, acc_first)
     return op(acc, other) if acc_first else op(other, acc)
 
 
-def barrier(comm):
+def barrier(comm: Communicator) -> Steps[None]:
     """Return once every rank has entered (dissemination: log2(size) rounds)."""
     c = Call(comm, "barrier", buffer=True)
     token = np.empty(0, np.uint8)
@@ -40,7 +51,7 @@ def barrier(comm):
     yield from c.finish()
 
 
-def bcast(comm, value, root, buffer=False):
+def bcast(comm: Communicator, value: Any, root: int, buffer: bool = False) -> Steps[Any]:
     """Return ``value`` of ``root`` on every rank (binomial tree)."""
     c = Call(comm, "bcast", root, buffer)
     size, rank = comm.size, comm.rank
@@ -59,7 +70,7 @@ def bcast(comm, value, root, buffer=False):
     return value
 
 
-def reduce(comm, value, op, root, buffer=False):
+def reduce(comm: Communicator, value: Any, op: Op, root: int, buffer: bool = False) -> Steps[Any]:
     """Return ``op`` over every rank's ``value`` at ``root`` (None elsewhere), in rank order.
 
     Buffer forms combine into ``value`` in place (the caller passes a private array).
@@ -88,7 +99,7 @@ def reduce(comm, value, op, root, buffer=False):
     return acc if rank == root else None
 
 
-def allreduce(comm, value, op, buffer=False):
+def allreduce(comm: Communicator, value: Any, op: Op, buffer: bool = False) -> Steps[Any]:
     """Return ``op`` over every rank's ``value`` on every rank (buffers: in ``value``)."""
     size, rank = comm.size, comm.rank
     if size & (size - 1) == 0:               # recursive doubling
@@ -108,7 +119,7 @@ def allreduce(comm, value, op, buffer=False):
     return (yield from bcast(comm, result, 0, buffer))
 
 
-def gather(comm, value, root):
+def gather(comm: Communicator, value: Any, root: int) -> Steps[list[Any] | None]:
     """Return the list of every rank's ``value`` at ``root`` (None elsewhere)."""
     c = Call(comm, "gather", root)
     if comm.rank != root:
@@ -120,14 +131,14 @@ def gather(comm, value, root):
     return values
 
 
-def _check_length(comm, kind, values):
+def _check_length(comm: Communicator, kind: str, values: Any) -> None:
     if values is None or len(values) != comm.size:
         got = "None" if values is None else f"{len(values)} items"
         raise CollectiveMismatchError(f"{comm.name}: {kind} needs one item per rank "
                                       f"({comm.size}), got {got}")
 
 
-def scatter(comm, values, root):
+def scatter(comm: Communicator, values: Any, root: int) -> Steps[Any]:
     """Return item ``rank`` of ``root``'s list ``values``."""
     c = Call(comm, "scatter", root)
     if comm.rank == root:
@@ -140,13 +151,13 @@ def scatter(comm, values, root):
     return (yield from c.recv(root))
 
 
-def allgather(comm, value):
+def allgather(comm: Communicator, value: Any) -> Steps[list[Any]]:
     """Return the list of every rank's ``value`` on every rank."""
     values = yield from gather(comm, value, 0)
     return (yield from bcast(comm, values, 0))
 
 
-def alltoall(comm, values):
+def alltoall(comm: Communicator, values: Any) -> Steps[list[Any]]:
     """Return the list whose item ``r`` is item ``rank`` of rank ``r``'s ``values``."""
     _check_length(comm, "alltoall", values)
     c = Call(comm, "alltoall")
@@ -159,7 +170,8 @@ def alltoall(comm, values):
     return got
 
 
-def scan(comm, value, op, exclusive=False, buffer=False):
+def scan(comm: Communicator, value: Any, op: Op, exclusive: bool = False,
+         buffer: bool = False) -> Steps[Any]:
     """Return ``op`` over ranks ``0..rank`` (``exclusive``: ``0..rank-1``, None at rank 0)."""
     c = Call(comm, "exscan" if exclusive else "scan", buffer=buffer)
     rank = comm.rank
@@ -173,11 +185,12 @@ def scan(comm, value, op, exclusive=False, buffer=False):
     return prev if exclusive else acc
 
 
-def _pieces(arr, counts, displs):
+def _pieces(arr: npt.NDArray[Any], counts: Sequence[int],
+            displs: Sequence[int]) -> list[npt.NDArray[Any]]:
     return [arr[d:d + n] for n, d in zip(counts, displs)]
 
 
-def gatherv(comm, send, recv, root):
+def gatherv(comm: Communicator, send: Any, recv: Any, root: int) -> Steps[None]:
     """Gather ``send`` of every rank into the pieces of ``recv`` = (array, counts, displs)."""
     c = Call(comm, "gatherv", root, buffer=True)
     if comm.rank != root:
@@ -190,7 +203,7 @@ def gatherv(comm, send, recv, root):
     yield from parallel(c.recv(r, into=pieces[r]) for r in range(comm.size) if r != root)
 
 
-def scatterv(comm, send, recv, root):
+def scatterv(comm: Communicator, send: Any, recv: Any, root: int) -> Steps[None]:
     """Scatter the pieces of ``send`` = (array, counts, displs) at ``root`` into ``recv``."""
     c = Call(comm, "scatterv", root, buffer=True)
     if comm.rank != root:
@@ -205,7 +218,7 @@ def scatterv(comm, send, recv, root):
     yield from c.finish()
 
 
-def alltoallv(comm, send, recv):
+def alltoallv(comm: Communicator, send: Any, recv: Any) -> Steps[None]:
     """Send piece ``r`` of ``send`` to rank ``r``; receive rank r's into piece ``r`` of ``recv``."""
     c = Call(comm, "alltoallv", buffer=True)
     out, into = _pieces(*send), _pieces(*recv)

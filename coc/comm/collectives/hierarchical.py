@@ -9,15 +9,25 @@ pair of sites. Reductions here assume a commutative operation (the caller picks 
 algorithm otherwise).
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from coc.comm.collectives import flat
 from coc.comm.collectives.base import Call
+from coc.comm.ops import Op
+from coc.comm.request import Steps
+
+if TYPE_CHECKING:
+    from coc.comm.communicator import Communicator, _Hierarchy
 
 __all__ = ["barrier", "bcast", "reduce", "allreduce", "gather", "allgather", "alltoall"]
 
 
-def _move(local, value, source, dest, into):
+def _move(local: Communicator, value: Any, source: int, dest: int, into: Any) -> Steps[Any]:
     """Pass ``value`` from local rank ``source`` to local rank ``dest`` (generator)."""
     c = Call(local, "move", source, buffer=into is not None)
     if local.rank == source:
@@ -28,7 +38,7 @@ def _move(local, value, source, dest, into):
     return value
 
 
-def barrier(comm):
+def barrier(comm: Communicator) -> Steps[None]:
     """Return once every rank has entered."""
     h = comm._hierarchy()
     yield from flat.barrier(h.local)
@@ -37,7 +47,7 @@ def barrier(comm):
     yield from flat.bcast(h.local, np.empty(0, np.uint8), 0, buffer=True)
 
 
-def bcast(comm, value, root, buffer=False):
+def bcast(comm: Communicator, value: Any, root: int, buffer: bool = False) -> Steps[Any]:
     """Return ``value`` of ``root`` on every rank."""
     h = comm._hierarchy()
     root_site, mine = h.site_of[root], h.site_of[comm.rank]
@@ -50,7 +60,7 @@ def bcast(comm, value, root, buffer=False):
     return value
 
 
-def reduce(comm, value, op, root, buffer=False):
+def reduce(comm: Communicator, value: Any, op: Op, root: int, buffer: bool = False) -> Steps[Any]:
     """Return ``op`` over every rank's ``value`` at ``root`` (None elsewhere)."""
     h = comm._hierarchy()
     root_site = h.site_of[root]
@@ -63,7 +73,7 @@ def reduce(comm, value, op, root, buffer=False):
     return part if comm.rank == root else None
 
 
-def allreduce(comm, value, op, buffer=False):
+def allreduce(comm: Communicator, value: Any, op: Op, buffer: bool = False) -> Steps[Any]:
     """Return ``op`` over every rank's ``value`` on every rank."""
     h = comm._hierarchy()
     part = yield from flat.reduce(h.local, value, op, 0, buffer)
@@ -74,7 +84,7 @@ def allreduce(comm, value, op, buffer=False):
     return (yield from flat.bcast(h.local, part, 0, buffer))
 
 
-def _assemble(h, per_site):
+def _assemble(h: _Hierarchy, per_site: Iterable[Sequence[Any]]) -> list[Any]:
     """Return the list in communicator rank order from per-site lists in local rank order."""
     out = [None] * len(h.site_of)
     for members, values in zip(h.members, per_site):
@@ -83,7 +93,7 @@ def _assemble(h, per_site):
     return out
 
 
-def gather(comm, value, root):
+def gather(comm: Communicator, value: Any, root: int) -> Steps[list[Any] | None]:
     """Return the list of every rank's ``value`` at ``root`` (None elsewhere)."""
     h = comm._hierarchy()
     root_site = h.site_of[root]
@@ -96,7 +106,7 @@ def gather(comm, value, root):
     return mine if comm.rank == root else None
 
 
-def allgather(comm, value):
+def allgather(comm: Communicator, value: Any) -> Steps[list[Any]]:
     """Return the list of every rank's ``value`` on every rank."""
     h = comm._hierarchy()
     mine = yield from flat.gather(h.local, value, 0)
@@ -105,13 +115,14 @@ def allgather(comm, value):
     return (yield from flat.bcast(h.local, mine, 0))
 
 
-def alltoall(comm, values):
+def alltoall(comm: Communicator, values: Any) -> Steps[list[Any]]:
     """Return item ``rank`` of every rank's ``values``; one message per pair of sites."""
     flat._check_length(comm, "alltoall", values)
     h = comm._hierarchy()
     rows = yield from flat.gather(h.local, values, 0)
     out = None
     if h.leaders is not None:
+        assert rows is not None  # a leader is its site's local rank 0: the gather's root
         bundles = [[[row[d] for d in members] for row in rows] for members in h.members]
         got = yield from flat.alltoall(h.leaders, bundles)
         mine = h.members[h.site_of[comm.rank]]
