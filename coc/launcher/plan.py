@@ -540,9 +540,9 @@ def _route_lines(plan):
                                       for h in r.hops)
             lines.append(f"  {a} -> {b} {label:<5} {path}  ({format_time(r.time, 3)})")
     marked = marking.describe(plan.topology)
-    lines.append("record layer (encrypt/compress) on hops over:" if marked
-                 else "record layer: none (no network marked)")
-    lines.extend(marked)
+    if marked:
+        lines.append("record layer (encrypt/compress) on hops over:")
+        lines.extend(marked)
     if plan.emulation is not None:
         emulated = plan.emulation.describe()
         lines.append("emulated latency (engine delays):" if emulated

@@ -114,7 +114,7 @@ def test_dry_run_shows_the_marked_networks(capsys):
     assert "record layer (encrypt/compress) on hops over:\n  wan: encrypted, compressed " \
            "(lz4)\n" in out
     assert cli.main(["--dry-run", "true"]) == 0
-    assert "record layer: none (no network marked)" in capsys.readouterr().out
+    assert "record layer" not in capsys.readouterr().out
 
 
 def _marker_job(coc_run, tmp_path, *options, topology=None):
