@@ -133,6 +133,8 @@ int coc__sock_listen_unix(const char *name)
  * ours: again after pauses of 0.1, 0.2, 0.4 ... ms (at most COC__UNIX_BACKLOG_STEP_MS)
  * until they add up to COC__UNIX_BACKLOG_WAIT_MS. A live peer accepts its backlog within
  * microseconds; one that stays full that long is not accepting, and the caller gets -EAGAIN.
+ * The dialing thread pauses meanwhile (the engine's lock held: conn.c dials under it) --
+ * only in this rare case, and for 200 ms at most.
  */
 static int connect_unix_retrying(int fd, const struct sockaddr *sa, socklen_t sl)
 {

@@ -243,6 +243,20 @@ def test_acceptor_refuses_a_marked_peer_that_does_not_encrypt(open_engine, relay
     assert MARKER not in link.up and b.stats()["auth_failures"] == 1
 
 
+def test_shared_memory_does_not_bypass_an_acceptors_marking(open_engine):
+    # a same-host dialer that thinks the link raw offers shared memory with its hello; the
+    # acceptor that knows the link is encrypted refuses it all the same
+    a = open_engine(1, eager_limit=EAGER)
+    b = open_engine(2, eager_limit=EAGER)
+    a.add_peer(2, _unix(b.address))
+    a.set_route(2, [2])
+    b.set_peer_wire(1, encrypt=True)
+    with pytest.raises(errors.PeerLost):
+        a.isend(_data(10, True, 0), 2, tag=1).wait(TIMEOUT)
+    assert _logged(b, "does not ask for encryption").startswith("endpoint 1 (unix")
+    assert b.stats()["auth_failures"] == 1
+
+
 def test_bad_record_layer_arguments(open_engine):
     a = open_engine(1)
     with pytest.raises(ValueError, match="compress must be one of"):
