@@ -18,7 +18,10 @@ Run: ``python benchmarks/wan_filter.py [--repeat N] [--size BYTES] [--only 1Gbit
 
 ``--cpu`` measures instead what load does not change: the CPU time (user + system, both
 ends) per GiB moved between two engines of this process over loopback TCP, per record layer
-and data, with ``--repeat`` runs of 256 MiB each (no root needed).
+and data, with ``--repeat`` runs of 256 MiB each (no root needed). ``--cpu --transport unix``
+does the same over a unix socket, as the one-host default's gateways are joined: there an
+unmarked link moves its frames through shared memory, a marked one through records on
+the socket.
 The same file is the rank program (``--rank SIZE REPS DATA``).
 """
 
@@ -110,22 +113,24 @@ CPU_CASES = [("raw", False, "none", "random"), ("encrypt", True, "none", "random
              ("encrypt+zstd", True, "zstd", "text"), ("raw", False, "none", "text")]
 
 
-def _cpu(encrypt, compress, kind, size, total=256 << 20):
-    """CPU seconds per GiB for ``total`` bytes from one engine to another (loopback TCP)."""
+def _cpu(encrypt, compress, kind, size, transport="tcp", total=256 << 20):
+    """CPU seconds per GiB for ``total`` bytes from one engine to another (``transport``:
+    loopback TCP, or a unix socket with shared memory where the link is not marked)."""
     import resource
 
     import numpy as np
 
     from coc._native import engine
 
-    def tcp(address):
-        return next(a for a in address.split() if a.startswith("tcp://"))
+    def via(address):
+        prefix = "unix:@" if transport == "unix" else "tcp://"
+        return next(a for a in address.split() if a.startswith(prefix))
 
     secret = os.urandom(32)
     with engine.Engine(1, secret, listen_host="127.0.0.1") as a, \
             engine.Engine(2, secret, listen_host="127.0.0.1") as b:
-        a.add_peer(2, tcp(b.address))
-        b.add_peer(1, tcp(a.address))
+        a.add_peer(2, via(b.address))
+        b.add_peer(1, via(a.address))
         a.set_route(2, [2])
         b.set_route(1, [1])
         for eng, peer in ((a, 2), (b, 1)):
@@ -143,11 +148,13 @@ def _cpu(encrypt, compress, kind, size, total=256 << 20):
     return cpu / (total / (1 << 30))
 
 
-def _cpu_table(repeat, size):
+def _cpu_table(repeat, size, transport):
     found = {}
     for _ in range(repeat):
         for name, encrypt, compress, kind in CPU_CASES:
-            found.setdefault(f"{kind} {name}", []).append(_cpu(encrypt, compress, kind, size))
+            found.setdefault(f"{kind} {name}", []).append(
+                _cpu(encrypt, compress, kind, size, transport))
+    print(f"transport {transport}, load average (1 min) {os.getloadavg()[0]:.2f}")
     print(f"{'case':22} {'median CPU s/GiB':>17} {'spread':>13}")
     for key, values in found.items():
         print(f"{key:22} {statistics.median(values):17.2f} "
@@ -161,13 +168,15 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3, help="rounds over all variants")
     ap.add_argument("--size", type=int, default=4 << 20, help="bytes per message")
     ap.add_argument("--cpu", action="store_true", help="CPU time per GiB in this process")
+    ap.add_argument("--transport", choices=("tcp", "unix"), default="tcp",
+                    help="with --cpu: the socket between the two engines")
     ap.add_argument("--only", help="run only the testbed of this WAN bandwidth (1Gbit/s, ...)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
     if args.rank:
         return _rank(int(args.rank[0]), int(args.rank[1]), args.rank[2])
     if args.cpu:
-        _cpu_table(args.repeat, args.size)
+        _cpu_table(args.repeat, args.size, args.transport)
         return 0
     import coc.testbed
 

@@ -732,6 +732,12 @@ cdef class Engine:
         self._busy -= 1
         if rc < 0:
             req._release()
+            if rc == c.COC_ETIMEDOUT:     # posting waits on nothing but a dial (conn.c)
+                address = self._addresses.get(req._peer)
+                where = (f"endpoint {req._peer} at {address}" if address is not None
+                         else f"the next hop towards endpoint {req._peer}")
+                raise error(rc, f"{req._what()}: cannot connect to {where}: its listen "
+                            "backlog stayed full (it accepts no connections)")
             check(rc, req._what())
         self._track(req)
         return req

@@ -20,6 +20,7 @@ from coc.launcher.latency import parse_delays
 from coc.launcher.output import OutputSink
 from coc.launcher.profiles import load_profile, merge_settings
 from coc.launcher.watchdog import DEFAULT_SECONDS
+from coc.launcher.wire import parse_markings
 from coc.launcher.plan import format_plan, make_plan
 from coc.mpi4py import hook
 from coc.topology.hostlist import compress
@@ -71,6 +72,14 @@ _OPTIONS: list[tuple[tuple[str, ...], dict]] = [
                              help="listening sockets on SITE (every site without SITE=) bind "
                                   "to a port in LOW-HIGH, over the topology's port_range "
                                   "(repeatable)")),
+    (("--encrypt",), dict(action="append", default=[], metavar="[NETWORK=]on|off",
+                          help="encrypt hops over NETWORK (every network between sites "
+                               "without NETWORK=), over the topology's 'encrypt' "
+                               "(repeatable)")),
+    (("--compress",), dict(action="append", default=[], metavar="[NETWORK=]zstd|lz4|none",
+                           help="compress hops over NETWORK (every network between sites "
+                                "without NETWORK=) with that codec, over the topology's "
+                                "'compress' (repeatable)")),
     (("--batch",), dict(action="store_true",
                         help="submit one batch job per site from launcher/ templates, wait "
                              "until all run, then run the job in them")),
@@ -264,9 +273,11 @@ def plan_job(args, command):
                      spawners=dict(_pairs(args.spawner, "--spawner")),
                      exports=_exports(args), settings=merge_settings(*layers),
                      delays=parse_delays(args.delay), testbed=bool(args.testbed),
-                     port_ranges=parse_port_ranges(args.port_range))
-    plan.warnings = list(dict.fromkeys(str(w.message) for w in caught
-                                       if issubclass(w.category, TopologyWarning)))
+                     port_ranges=parse_port_ranges(args.port_range),
+                     markings=parse_markings(args.encrypt, args.compress))
+    plan.warnings = list(dict.fromkeys([str(w.message) for w in caught
+                                        if issubclass(w.category, TopologyWarning)]
+                                       + plan.warnings))
     return plan
 
 

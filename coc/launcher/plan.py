@@ -13,7 +13,7 @@ from functools import cached_property
 
 from coc import keys, topology
 from coc.errors import LaunchError
-from coc.launcher import latency, placement as placing
+from coc.launcher import latency, placement as placing, wire as marking
 from coc.launcher.environment import rank_environment
 from coc.launcher.spawners import spawner_for
 from coc.pycommand import python_argv
@@ -401,7 +401,7 @@ class Plan:
 def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="topology",
               oversubscribe=False, spawners=None, exports=None, job_id=None,
               start_gateways=True, settings=None, delays=None, testbed=False,
-              port_ranges=None):
+              port_ranges=None, markings=None):
     """Return the :class:`Plan` for running ``command`` on topology ``G``.
 
     Parameters
@@ -432,8 +432,12 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
         The job runs under ``--testbed``: declared WAN-class latencies are emulated.
     port_ranges : dict, optional
         ``--port-range`` overrides ``{site: (low, high)}`` (``None`` as key: every site).
+    markings : dict, optional
+        ``--encrypt``/``--compress`` overrides of networks' ``encrypt`` and ``compress``
+        (:func:`coc.launcher.wire.parse_markings`): the engines apply them.
     """
     G = latency.override(G, delays or {})
+    G, marking_warnings = marking.override(G, markings or {})
     available = placing.available_slots(G, limits)
     counts = placing.site_counts(available, n, list(site_counts), oversubscribe)
     placements = placing.place_ranks(available, counts)
@@ -447,7 +451,8 @@ def make_plan(G, command, *, n=None, site_counts=(), limits=None, hosts_from="to
             raise LaunchError(f"--spawner: unknown site (topology has: "
                                       f"{', '.join(topology.sites(G))})", site=site)
     plan = Plan(job_id or secrets.token_hex(4), G, list(command), placements, gateway_hosts,
-                daemons, {}, dict(exports or {}), hosts_from, tables=tables)
+                daemons, {}, dict(exports or {}), hosts_from, warnings=marking_warnings,
+                tables=tables)
     if delays or testbed:
         plan.emulation = latency.Emulation(G, delays or {}, testbed)
     plan.port_overrides = _port_overrides(G, port_ranges or {})
@@ -534,6 +539,10 @@ def _route_lines(plan):
             path = first[a] + "".join(f" -[{'+'.join(h.networks)}]-> {h.next_host}"
                                       for h in r.hops)
             lines.append(f"  {a} -> {b} {label:<5} {path}  ({format_time(r.time, 3)})")
+    marked = marking.describe(plan.topology)
+    if marked:
+        lines.append("record layer (encrypt/compress) on hops over:")
+        lines.extend(marked)
     if plan.emulation is not None:
         emulated = plan.emulation.describe()
         lines.append("emulated latency (engine delays):" if emulated

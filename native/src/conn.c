@@ -105,11 +105,12 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
     c->shm_fd = -1;
     c->mine.role = outgoing ? COC__ROLE_CONNECTOR : COC__ROLE_ACCEPTOR;
     c->mine.flags = e->forward ? COC__HELLO_GATEWAY : 0;
-    if (outgoing && unix_ && e->shm_ring)
-        coc__hs_shm_offer(c);
-    coc__peer *p = outgoing && !unix_ ? coc__map_get(&e->peers, peer_id) : NULL;
+    /* a marked link gets the record layer whatever carries it, so no shared memory */
+    coc__peer *p = outgoing ? coc__map_get(&e->peers, peer_id) : NULL;
     if (p && p->wire)
         coc__hs_wire_offer(c, p->wire);
+    else if (outgoing && unix_ && e->shm_ring)
+        coc__hs_shm_offer(c);
     c->mine.id = e->self;
     if (getrandom(c->mine.nonce, sizeof c->mine.nonce, 0) != sizeof c->mine.nonce) {
         shm_unmap(c);
@@ -158,8 +159,14 @@ coc__conn *coc__conn_to(coc_engine *e, uint32_t hop, int *rc)
         fd = coc__sock_connect_tcp(p->ip, p->port);
         snprintf(where, sizeof where, "tcp://%s:%u", p->ip, p->port);
     }
-    if (fd < 0) {
+    if (fd == -EAGAIN && p->unix_name[0]) { /* sock.c waited for room in its backlog */
+        coc__log(e, "cannot connect to endpoint %u at %s: its listen backlog stayed full for "
+                 "%d ms (it accepts no connections)", hop, where, COC__UNIX_BACKLOG_WAIT_MS);
+        fd = COC_ETIMEDOUT;
+    } else if (fd < 0) {
         coc__log(e, "cannot connect to endpoint %u at %s: %s", hop, where, coc_strerror(fd));
+    }
+    if (fd < 0) {
         *rc = fd;
         return NULL;
     }

@@ -44,8 +44,8 @@ void coc__hs_shm_offer(coc__conn *c)
     c->mine.flags |= COC__HELLO_SHM;
 }
 
-/* Connector over TCP to a peer whose link is marked (coc_engine_set_peer_wire): ask for
- * the record layer in the hello. */
+/* Connector to a peer whose link is marked (coc_engine_set_peer_wire), over TCP or a unix
+ * socket alike: ask for the record layer in the hello. */
 void coc__hs_wire_offer(coc__conn *c, uint32_t wire)
 {
     c->mine.flags |= (wire & COC_WIRE_ENCRYPT ? COC__HELLO_SEAL : 0) |
@@ -59,7 +59,7 @@ static int wire_policy(coc__conn *c)
 {
     const coc__peer *p = coc__map_get(&c->e->peers, c->peer_id);
     c->wire = p ? p->wire : 0;
-    if ((c->wire & COC_WIRE_ENCRYPT) && !(c->theirs.flags & COC__HELLO_SEAL) && !c->unix_) {
+    if ((c->wire & COC_WIRE_ENCRYPT) && !(c->theirs.flags & COC__HELLO_SEAL)) {
         c->why = "its link must be encrypted (the topology marks its network), but its hello "
                  "does not ask for encryption";
         return COC_EAUTH;
@@ -67,12 +67,12 @@ static int wire_policy(coc__conn *c)
     return 0;
 }
 
-/* lock: at a good proof, start the record layer when the connector asked for it on TCP. */
+/* lock: at a good proof, start the record layer when the connector asked for it. */
 static int start_records(coc__conn *c)
 {
     const coc__hello *conn = c->outgoing ? &c->mine : &c->theirs;
     const coc__hello *acc = c->outgoing ? &c->theirs : &c->mine;
-    if (c->unix_ || !(conn->flags & COC__HELLO_RECORDS))
+    if (!(conn->flags & COC__HELLO_RECORDS))
         return 0;
     uint32_t own = c->outgoing ? 0 : c->wire;
     int codec = own & COC_WIRE_ZSTD               ? COC__CODEC_ZSTD

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The system's cap for an explicit socket buffer size (net.core.{w,r}mem_max), or 0. */
@@ -125,10 +126,27 @@ int coc__sock_listen_unix(const char *name)
     return fd;
 }
 
-static int connect_any(int fd, const struct sockaddr *sa, socklen_t sl)
+/*
+ * A non-blocking AF_UNIX connect never is "in progress": it connects at once, or fails
+ * with EAGAIN when the listener's backlog is full -- and then the socket is not connected
+ * at all (writing it gives ENOTCONN). TCP would retry its SYN by itself; here the retry is
+ * ours: again after pauses of 0.1, 0.2, 0.4 ... ms (at most COC__UNIX_BACKLOG_STEP_MS)
+ * until they add up to COC__UNIX_BACKLOG_WAIT_MS. A live peer accepts its backlog within
+ * microseconds; one that stays full that long is not accepting, and the caller gets -EAGAIN.
+ * The dialing thread pauses meanwhile (the engine's lock held: conn.c dials under it) --
+ * only in this rare case, and for 200 ms at most.
+ */
+static int connect_unix_retrying(int fd, const struct sockaddr *sa, socklen_t sl)
 {
-    if (connect(fd, sa, sl) < 0 && errno != EINPROGRESS && errno != EAGAIN)
-        return fail(fd);
+    const long most = COC__UNIX_BACKLOG_STEP_MS * 1000000L; /* ns */
+    long paused = 0, step = 100000;
+    while (connect(fd, sa, sl) < 0) {
+        if (errno != EAGAIN || paused >= COC__UNIX_BACKLOG_WAIT_MS * 1000000L)
+            return fail(fd);
+        nanosleep(&(struct timespec){0, step}, NULL);
+        paused += step;
+        step = 2 * step < most ? 2 * step : most;
+    }
     return fd;
 }
 
@@ -141,7 +159,10 @@ int coc__sock_connect_tcp(const char *ip, uint16_t port)
     if (fd < 0)
         return -errno;
     tune(fd, 1);
-    return connect_any(fd, (struct sockaddr *)&sa, sizeof sa);
+    /* EAGAIN here is "no local port left", not a connect in progress */
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS)
+        return fail(fd);
+    return fd;
 }
 
 int coc__sock_connect_unix(const char *name)
@@ -149,7 +170,7 @@ int coc__sock_connect_unix(const char *name)
     struct sockaddr_un sa;
     socklen_t sl;
     int fd = unix_socket(name, &sa, &sl);
-    return fd < 0 ? fd : connect_any(fd, (struct sockaddr *)&sa, sl);
+    return fd < 0 ? fd : connect_unix_retrying(fd, (struct sockaddr *)&sa, sl);
 }
 
 int coc__sock_accept(int lfd, int *reserve)

@@ -11,8 +11,14 @@
 int coc__sock_listen_tcp(const char *ip, uint16_t port_min, uint16_t port_max, uint16_t *port);
 /* Listen on the abstract unix name `name` (without the leading '@'). */
 int coc__sock_listen_unix(const char *name);
+#define COC__UNIX_BACKLOG_WAIT_MS 200 /* how long a full unix backlog is retried */
+#define COC__UNIX_BACKLOG_STEP_MS 20  /* the longest pause between two tries */
+
 /* Start a non-blocking connect; returns the fd (connection completes on writability). */
 int coc__sock_connect_tcp(const char *ip, uint16_t port);
+/* Connect to the abstract unix name `name`: done on return (unix connects do not wait).
+ * A listener whose backlog is full is tried again for COC__UNIX_BACKLOG_WAIT_MS, then
+ * -EAGAIN (see sock.c). */
 int coc__sock_connect_unix(const char *name);
 /* Accept one connection; -EAGAIN when none. On EMFILE/ENFILE, sheds the pending
  * connection using the reserve fd (*reserve is reopened) so the listener does not spin. */

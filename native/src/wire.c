@@ -176,6 +176,8 @@ int coc__hello_decode(const uint8_t in[COC__HELLO_LEN], coc__hello *h, const cha
         BAD("unknown preamble flags");
     if ((h->flags & COC__HELLO_ZSTD) && (h->flags & COC__HELLO_LZ4))
         BAD("preamble names two compressors");
+    if ((h->flags & COC__HELLO_SHM) && (h->flags & COC__HELLO_RECORDS))
+        BAD("preamble asks for shared memory and the record layer together");
     if (get32(in + 12) != 0)
         BAD("reserved preamble bytes not zero");
     memcpy(h->nonce, in + 16, COC__NONCE_LEN);

@@ -58,8 +58,9 @@ int coc__hdr_decode(const uint8_t in[COC__HDR_LEN], coc__hdr *h, const char **wh
 #define COC__HELLO_GATEWAY 0x1 /* hello flag: the sender forwards frames */
 #define COC__HELLO_SHM 0x2     /* connector's hello: frames after the handshake go through
                                   the shared-memory segment sent with this hello */
-/* Connector's hello on TCP (record.h): after the handshake both directions go through the
- * record layer; SEAL: records are encrypted; ZSTD/LZ4: the connector compresses with it. */
+/* Connector's hello to a peer on a marked network, TCP or unix (record.h; never with SHM):
+ * after the handshake both directions go through the record layer; SEAL: records are
+ * encrypted; ZSTD/LZ4: the connector compresses with it. */
 #define COC__HELLO_SEAL 0x4
 #define COC__HELLO_ZSTD 0x8
 #define COC__HELLO_LZ4 0x10

@@ -116,6 +116,14 @@ int main(void)
     coc__hello_encode(&hi, hb_bytes);
     memcpy(hb_bytes, "HTTP", 4);
     CHECK(coc__hello_decode(hb_bytes, &hb, &why) == COC_EPROTO);
+    /* the record layer and shared memory exclude each other (a marked link is a socket) */
+    coc__hello both = hi;
+    both.flags = COC__HELLO_SHM | COC__HELLO_SEAL;
+    coc__hello_encode(&both, hb_bytes);
+    CHECK(coc__hello_decode(hb_bytes, &hb, &why) == COC_EPROTO && strstr(why, "together"));
+    both.flags = COC__HELLO_SEAL | COC__HELLO_ZSTD;
+    coc__hello_encode(&both, hb_bytes);
+    CHECK(coc__hello_decode(hb_bytes, &hb, NULL) == 0 && hb.flags == both.flags);
 
     /* proofs differ by role, nonce, id and secret */
     coc__hello acc = {.role = COC__ROLE_ACCEPTOR, .id = 7};

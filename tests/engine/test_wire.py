@@ -67,26 +67,49 @@ def _logged(eng, text):
     return next(line for line in lines if text in line)
 
 
+def _unix(address):
+    """The unix:@ entry of an engine address (the same-host path engines prefer)."""
+    return next(a for a in address.split() if a.startswith("unix:@"))
+
+
 class Relay:
-    """A TCP relay in front of ``target`` (host, port): records what passes each way and
-    can flip one byte of the connector's stream at ``flip_at``."""
+    """A relay in front of engine address ``target`` (``tcp://host:port``, or ``unix:@name``
+    on this host): records what passes each way and can flip one byte of the connector's
+    stream at ``flip_at``."""
 
     def __init__(self, target, flip_at=None):
         self.target, self.flip_at = target, flip_at
         self.up, self.down = bytearray(), bytearray()   # connector -> acceptor, and back
         self.sockets = []
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        if target.startswith("unix:@"):
+            # engines dial unix names that carry their host's prefix: the relay's shares it
+            name = target[6:].rsplit("/", 1)[0] + "/relay-%d" % id(self)
+            self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.listener.bind("\0" + name)
+            self.listener.listen()
+            self.address = "unix:@" + name
+        else:
+            self.listener = socket.create_server(("127.0.0.1", 0))
+            self.address = "tcp://127.0.0.1:%d" % self.listener.getsockname()[1]
         self.listener.settimeout(TIMEOUT)
-        self.address = "tcp://127.0.0.1:%d" % self.listener.getsockname()[1]
         self.threads = [threading.Thread(target=self._serve, daemon=True)]
         self.threads[0].start()
+
+    def _connect_target(self):
+        if self.target.startswith("unix:@"):
+            far = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            far.settimeout(TIMEOUT)
+            far.connect("\0" + self.target[6:])
+            return far
+        host, port = self.target[6:].rsplit(":", 1)
+        return socket.create_connection((host, int(port)), timeout=TIMEOUT)
 
     def _serve(self):
         try:
             near, _ = self.listener.accept()
         except OSError:
             return
-        far = socket.create_connection(self.target, timeout=TIMEOUT)
+        far = self._connect_target()
         self.sockets += [near, far]
         for src, dst, log, flip in ((near, far, self.up, self.flip_at),
                                     (far, near, self.down, None)):
@@ -130,21 +153,21 @@ class Relay:
 def relay():
     made = []
 
-    def make(engine_, flip_at=None):
-        host, port = _tcp(engine_.address)[6:].split(":")
-        made.append(Relay((host, int(port)), flip_at))
+    def make(engine_, flip_at=None, via=_tcp):
+        made.append(Relay(via(engine_.address), flip_at))
         return made[-1]
     yield make
     for r in made:
         r.close()
 
 
-def _pair(open_engine, relay, encrypt, compress, mark_acceptor=True, flip_at=None):
-    a = open_engine(1, eager_limit=EAGER)
+def _pair(open_engine, relay, encrypt, compress, mark_acceptor=True, flip_at=None, via=_tcp,
+          shm=None):
+    a = open_engine(1, eager_limit=EAGER, shm=shm)
     b = open_engine(2, eager_limit=EAGER)
-    link = relay(b, flip_at)
+    link = relay(b, flip_at, via)
     a.add_peer(2, link.address)
-    b.add_peer(1, _tcp(a.address))
+    b.add_peer(1, via(a.address))
     a.set_route(2, [2])
     b.set_route(1, [1])
     a.set_peer_wire(2, encrypt=encrypt, compress=compress)
@@ -153,9 +176,12 @@ def _pair(open_engine, relay, encrypt, compress, mark_acceptor=True, flip_at=Non
     return a, b, link
 
 
+@pytest.mark.parametrize("via", [_tcp, _unix], ids=["tcp", "unix"])
 @pytest.mark.parametrize("encrypt,compress", LAYERS)
-def test_marked_link_delivers_every_size_both_ways(open_engine, relay, encrypt, compress):
-    a, b, link = _pair(open_engine, relay, encrypt, compress)
+def test_marked_link_delivers_every_size_both_ways(open_engine, relay, encrypt, compress, via):
+    # over a unix socket too (the one-host default's gateways): the marking is the network's,
+    # whatever carries it; and no shared memory is offered (the relay could not pass it)
+    a, b, link = _pair(open_engine, relay, encrypt, compress, via=via)
     _exchange(a, 1, b, 2, SIZES, compressible=True)
     _exchange(a, 1, b, 2, [EAGER + 1, 3 << 20], compressible=False)
     assert any("record layer, %s" % ("encrypted" if encrypt else "not encrypted") in line
@@ -175,11 +201,13 @@ def test_marked_link_delivers_every_size_both_ways(open_engine, relay, encrypt, 
         assert MARKER not in link.up and sa["records_raw"] == 0
 
 
-def test_unmarked_link_carries_plaintext(open_engine, relay):
-    # the other half of the check above: without the layer the marker is on the wire
-    a = open_engine(1, eager_limit=EAGER)
+@pytest.mark.parametrize("via", [_tcp, _unix], ids=["tcp", "unix"])
+def test_unmarked_link_carries_plaintext(open_engine, relay, via):
+    # the other half of the check above: without the layer the marker is on the wire (the
+    # unix relay cannot pass a shared-memory segment: the socket alone carries the frames)
+    a = open_engine(1, eager_limit=EAGER, shm=False)
     b = open_engine(2, eager_limit=EAGER)
-    link = relay(b)
+    link = relay(b, via=via)
     a.add_peer(2, link.address)
     a.set_route(2, [2])
     b.set_route(1, [1])
@@ -201,14 +229,32 @@ def test_altered_record_is_a_protocol_error_naming_the_peer(open_engine, relay):
         r.wait(TIMEOUT)   # the altered message is not delivered: its receive fails
 
 
-def test_acceptor_refuses_a_marked_peer_that_does_not_encrypt(open_engine, relay):
-    a, b, link = _pair(open_engine, relay, False, "none", mark_acceptor=False)
+@pytest.mark.parametrize("via", [_tcp, _unix], ids=["tcp", "unix"])
+def test_acceptor_refuses_a_marked_peer_that_does_not_encrypt(open_engine, relay, via):
+    # (a dialer on a unix socket that thinks its link raw offers shared memory: off here,
+    # the relay could not pass the segment)
+    a, b, link = _pair(open_engine, relay, False, "none", mark_acceptor=False, via=via,
+                       shm=False)
     a.set_peer_wire(2)                       # the dialer forgot the marking ...
     b.set_peer_wire(1, encrypt=True)         # ... the acceptor knows its link is encrypted
     with pytest.raises(errors.PeerLost):
         a.isend(_data(10, True, 0), 2, tag=1).wait(TIMEOUT)
     assert _logged(b, "does not ask for encryption").startswith("endpoint 1 (")
     assert MARKER not in link.up and b.stats()["auth_failures"] == 1
+
+
+def test_shared_memory_does_not_bypass_an_acceptors_marking(open_engine):
+    # a same-host dialer that thinks the link raw offers shared memory with its hello; the
+    # acceptor that knows the link is encrypted refuses it all the same
+    a = open_engine(1, eager_limit=EAGER)
+    b = open_engine(2, eager_limit=EAGER)
+    a.add_peer(2, _unix(b.address))
+    a.set_route(2, [2])
+    b.set_peer_wire(1, encrypt=True)
+    with pytest.raises(errors.PeerLost):
+        a.isend(_data(10, True, 0), 2, tag=1).wait(TIMEOUT)
+    assert _logged(b, "does not ask for encryption").startswith("endpoint 1 (unix")
+    assert b.stats()["auth_failures"] == 1
 
 
 def test_bad_record_layer_arguments(open_engine):
