@@ -25,30 +25,55 @@ static int raw_connect(coc_engine *e)
     return fd;
 }
 
-/* Read exactly n bytes within 3 s; returns bytes read (less at EOF or timeout). */
-static size_t read_n(int fd, uint8_t *buf, size_t n)
+/* A bound against hangs, not a speed check: a loaded machine (CI) may take seconds for
+ * what takes milliseconds when it is quiet. */
+#define HANG_BOUND_S 20
+
+/* Read exactly n bytes; returns bytes read (less at EOF, or when HANG_BOUND_S pass with
+ * nothing to read). *eof (when given) is set when the peer closed its end. */
+static size_t read_upto(int fd, uint8_t *buf, size_t n, int *eof)
 {
     size_t got = 0;
+    if (eof)
+        *eof = 0;
     while (got < n) {
         struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 3000) <= 0)
+        if (poll(&p, 1, HANG_BOUND_S * 1000) <= 0)
             break;
         ssize_t k = read(fd, buf + got, n - got);
-        if (k <= 0)
+        if (k <= 0) {
+            if (eof)
+                *eof = k == 0;
             break;
+        }
         got += (size_t)k;
     }
     return got;
 }
 
+static size_t read_n(int fd, uint8_t *buf, size_t n)
+{
+    return read_upto(fd, buf, n, NULL);
+}
+
+/* 1 when the engine closes fd's connection (end of stream) with nothing more to read. */
+static int closed_by_engine(int fd)
+{
+    uint8_t junk[256];
+    int eof;
+    return read_upto(fd, junk, sizeof junk, &eof) == 0 && eof;
+}
+
+/* Wait (HANG_BOUND_S at most) until the counter at field_offset reaches want; its value. */
 static uint64_t stat_wait(coc_engine *e, size_t field_offset, uint64_t want)
 {
     coc_stats st;
     uint64_t v = 0;
-    for (int i = 0; i < 300; i++) {
+    double deadline = t_now() + HANG_BOUND_S;
+    for (;;) {
         coc_engine_stats(e, &st);
         memcpy(&v, (char *)&st + field_offset, sizeof v);
-        if (v >= want)
+        if (v >= want || t_now() > deadline)
             break;
         usleep(10000);
     }
@@ -150,11 +175,15 @@ int main(void)
     close(fd);
     CHECK(log_has(b, "bad preamble magic"));
 
-    /* 3. a silent stranger is dropped at the handshake deadline (2 s in these tests) */
+    /* 3. a silent stranger is dropped at the handshake deadline (2 s in these tests): not
+     * before it, and well before the engine's default of 10 s (however late a loaded
+     * machine runs the engine's timer, it runs it far sooner than that) */
     double t0 = t_now();
     fd = raw_connect(b);
     CHECK(read_n(fd, junk, sizeof junk) == COC__HELLO_LEN);
-    CHECK(read_n(fd, junk, sizeof junk) == 0 && t_now() - t0 < 2.9 && t_now() - t0 > 1.5);
+    CHECK(closed_by_engine(fd));
+    double dropped = t_now() - t0;
+    CHECK(dropped > 1.5 && dropped < 9.0);
     close(fd);
     CHECK(log_has(b, "did not finish the handshake"));
 
@@ -170,7 +199,7 @@ int main(void)
     memset(garbage, 0x5a, sizeof garbage);
     CHECK(write(fd, garbage, sizeof garbage) == sizeof garbage);
     CHECK(stat_wait(b, offsetof(coc_stats, protocol_errors), 1) == 1);
-    CHECK(read_n(fd, junk, sizeof junk) == 0);
+    CHECK(closed_by_engine(fd));
     close(fd);
     CHECK(log_has(b, "endpoint 9"));
 
@@ -194,7 +223,7 @@ int main(void)
     h = (coc__hdr){.type = COC__EAGER, .source = 5, .dest = 2, .tag = 4, .len = 5, .total = 5};
     send_frame(fd, &h, "forge");
     CHECK(stat_wait(b, offsetof(coc_stats, protocol_errors), 4) == 4);
-    CHECK(read_n(fd, junk, sizeof junk) == 0);
+    CHECK(closed_by_engine(fd));
     close(fd);
     CHECK(log_has(b, "sent a frame with source endpoint 5"));
 
@@ -202,13 +231,17 @@ int main(void)
      * heard; once 9 has closed, a new connection for it is accepted */
     fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
     int twin = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
-    CHECK(read_n(twin, junk, sizeof junk) == 0);
+    CHECK(closed_by_engine(twin));
     close(twin);
     CHECK(stat_wait(b, offsetof(coc_stats, duplicate_ids), 1) == 1);
     CHECK(log_has(b, "endpoint 9 is connected already"));
     heard(b, fd, "still");
     close(fd);
-    usleep(100000); /* its end of stream reaches b's socket */
+    /* a new connection for 9 is accepted only once b has seen the old one's end of stream */
+    double deadline = t_now() + HANG_BOUND_S;
+    while (coc_engine_peer_connected(b, 9) == 1 && t_now() < deadline)
+        usleep(1000);
+    CHECK(coc_engine_peer_connected(b, 9) == 0);
     fd = raw_peer(b, 9, t_secret, sizeof t_secret - 1);
     heard(b, fd, "again");
     close(fd);

@@ -67,11 +67,17 @@ static void bounded_gateway(void)
     for (int i = 0; i < 200000 && stats(a).bytes_sent < (8u << 20); i++)
         usleep(50);
     kill(pid, SIGSTOP);
-    usleep(300000); /* let every buffer on the way fill */
-    uint64_t sent1 = stats(a).bytes_sent;
-    usleep(300000);
+    /* the sender is blocked once every buffer on the way is full: its byte count stops
+     * moving (checked over 300 ms; a loaded machine may take many such spells to get
+     * there, 60 s bound the wait) */
+    uint64_t sent1, sent2 = stats(a).bytes_sent;
+    double deadline = t_now() + 60;
+    do {
+        sent1 = sent2;
+        usleep(300000);
+        sent2 = stats(a).bytes_sent;
+    } while (sent2 != sent1 && t_now() < deadline);
     coc_stats sg = stats(g);
-    uint64_t sent2 = stats(a).bytes_sent;
     CHECK(coc_test(s, NULL) == 0);
     CHECK(sent2 == sent1 && sent2 < MSG / 2); /* the sender is blocked */
     uint64_t bound = WINDOW + FRAG + 64;
@@ -150,6 +156,22 @@ static void bounded_sender(void)
     close(addr_pipe[1]);
 }
 
+/* Seconds from posting a receive at b to its completion by a message a sends. */
+static double one_way(coc_engine *a, coc_engine *b)
+{
+    int x = 1, y = 0;
+    coc_request *s, *r;
+    double t0 = t_now();
+    CHECK_RC(coc_irecv(b, 1, 0, 0, &y, sizeof y, &r));
+    CHECK_RC(coc_isend(a, 2, 0, 0, &x, sizeof x, &s));
+    CHECK(t_wait(r).error == 0);
+    double dt = t_now() - t0;
+    CHECK(t_wait(s).error == 0);
+    coc_request_free(r);
+    coc_request_free(s);
+    return dt;
+}
+
 static void delay(void)
 {
     coc_engine *a = t_open(1, 0, 1, 0, 0, 0), *b = t_open(2, 0, 1, 0, 0, 0);
@@ -157,26 +179,22 @@ static void delay(void)
     t_know(b, 1, a, 0);
     t_route(a, 2, 2);
     t_route(b, 1, 1);
+    /* every message takes at least the delay; the best of several tries (a loaded machine
+     * may hold up any one of them) shows it is not much more, and none once it is removed */
     CHECK_RC(coc_engine_set_peer_delay(a, 2, 30000000)); /* 30 ms one way */
-    int x = 1, y = 0;
-    coc_request *s, *r;
-    for (int i = 0; i < 3; i++) {
-        double t0 = t_now();
-        CHECK_RC(coc_irecv(b, 1, 0, 0, &y, sizeof y, &r));
-        CHECK_RC(coc_isend(a, 2, 0, 0, &x, sizeof x, &s));
-        CHECK(t_wait(r).error == 0);
-        double dt = t_now() - t0;
-        CHECK(dt >= 0.029 && dt < 0.5);
-        coc_request_free(r);
-        coc_request_free(s);
+    double best = one_way(a, b);
+    for (int i = 0; i < 4; i++) {
+        double dt = one_way(a, b);
+        best = dt < best ? dt : best;
     }
+    CHECK(best >= 0.029 && best < 0.5);
     CHECK_RC(coc_engine_set_peer_delay(a, 2, 0));
-    double t0 = t_now();
-    CHECK_RC(coc_irecv(b, 1, 0, 0, &y, sizeof y, &r));
-    CHECK_RC(coc_isend(a, 2, 0, 0, &x, sizeof x, &s));
-    CHECK(t_wait(r).error == 0 && t_now() - t0 < 0.02);
-    coc_request_free(r);
-    coc_request_free(s);
+    best = one_way(a, b);
+    for (int i = 0; i < 9; i++) {
+        double dt = one_way(a, b);
+        best = dt < best ? dt : best;
+    }
+    CHECK(best < 0.02);
     coc_engine_close(a);
     coc_engine_close(b);
 }

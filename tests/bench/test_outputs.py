@@ -6,10 +6,15 @@ import subprocess
 import sys
 
 import matplotlib.image
+import pytest
 from PIL import Image
 
 from coc.bench import patterns, report
 from hang_bounds import scaled
+
+# A quick run of every pattern took 53 s with the machine loaded (load average 10), close
+# to pytest's default limit of 120 s; the jobs are bounded by the job fixture's 240 s.
+pytestmark = pytest.mark.timeout(300)
 
 # coc-run placement giving one pair of each class: ranks 0,1 on a1, 2 on a2, 3 on b1.
 THREE_CLASSES = ["--host", "a1", "--host", "a2:1", "--host", "b1:1", "-n", "4"]

@@ -103,6 +103,7 @@ def test_mpich_runs_in_the_hosts_namespaces_over_their_veths(two_sites_testbed, 
 
 @pytest.mark.root
 @needs_root
+@pytest.mark.timeout(360)         # 36 s loaded; bounded by the run's own 300 s
 def test_reproduce_seed004_quick(tmp_path):
     """The WAN sweep at quick size: both paths ran at each delay and each delay is in force."""
     out = tmp_path / "seed004"

@@ -26,9 +26,12 @@ def test_a_rank_cannot_pass_for_another_and_restricted_mode_refuses_its_pickle(t
     assert_clean(reports)
     assert not marker.exists()
     # site a's gateway refused both claims and says so: rank 3's id without its key, rank
-    # 1's id while rank 1 is connected; site b's gateway never saw either
+    # 1's id while rank 1 is connected; site b's gateway never saw either. The second
+    # claimant may dial again after a refusal: the gateway's proof reaches it before the
+    # refusal (the proofs cross), so its connection looked open and then closed, and how
+    # often that repeats depends on the machine's timing; each dial is refused.
     a_gw, b_gw = (_last_json(out / f"gateway.{g}.stdout")["stats"] for g in ("a-gw", "b-gw"))
-    assert a_gw["auth_failures"] >= 1 and a_gw["duplicate_ids"] == 1, a_gw
+    assert a_gw["auth_failures"] >= 1 and a_gw["duplicate_ids"] >= 1, a_gw
     assert b_gw["auth_failures"] == 0 and b_gw["duplicate_ids"] == 0, b_gw
     log = (out / "gateway.a-gw.stderr").read_text()
     attacker = reports[1]["pid"]

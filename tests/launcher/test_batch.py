@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -164,14 +165,25 @@ def test_stopping_coc_run_while_queued_cancels_the_batch_job(start_coc_run, fake
     for key, value in {**fake_slurm["env"], "FAKE_QUEUED": "1"}.items():
         monkeypatch.setenv(key, value)
     proc = start_coc_run("--batch", "--profile", fake_slurm["profile"], "-n", 2, "true")
+    # stop it once the relay knows the job's id (it says so): sbatch having run is not
+    # enough, a loaded machine may not have read its answer yet
+    said = []
+
+    def hear():
+        for line in proc.stderr:
+            said.append(line)
+
+    reader = threading.Thread(target=hear, daemon=True)
+    reader.start()
     deadline = time.monotonic() + scaled(60)
-    while not fake_slurm["log"].exists():
+    while not any("submitted batch job 4242" in line for line in said):
         assert time.monotonic() < deadline and proc.poll() is None, \
-            f"not reached within 15 s; coc-run exit code: {proc.poll()}"
+            f"no job submitted; coc-run exit code: {proc.poll()}, said: {''.join(said)}"
         time.sleep(0.05)
-    time.sleep(0.3)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=scaled(15))
+    proc.wait(timeout=scaled(15))
+    reader.join(scaled(15))
+    err = "".join(said)
     assert proc.returncode != 0
     assert fake_slurm["log"].read_text().splitlines()[-1] == "scancel 4242"
     assert "batch job 4242 cancelled before it started" in err

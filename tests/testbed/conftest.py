@@ -18,26 +18,23 @@ ROOT_REASON = ("needs root: coc testbed builds network namespaces, veths and bri
                "(CI runs these as root)")
 
 # A one-connection TCP server: prints "ready" once listening, then "got N" after reading
-# everything the one client sends (until it closes), or measures the rate with --rate.
+# everything the one client sends (until it closes), or with --rate the bytes per second
+# since it listened. The clock starts before any byte can arrive, so the figure is never
+# above the rate the bytes came at: started at the first read instead, a read that a busy
+# machine delays finds megabytes waiting and counts them as if they had come at once.
 SERVER = textwrap.dedent("""
     import socket, sys, time
     host, port, measure = sys.argv[1], int(sys.argv[2]), sys.argv[3:] == ["--rate"]
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((host, port)); s.listen(1); s.settimeout(10)
+    start = time.monotonic()
     print("ready", flush=True)
     c, _ = s.accept(); c.settimeout(10)
-    buf, total, timed, first = bytearray(1 << 20), 0, 0, None
-    while True:
-        n = c.recv_into(buf)
-        if not n:
-            break
+    buf, total = bytearray(1 << 20), 0
+    while n := c.recv_into(buf):
         total += n
-        if first is None:
-            first = time.monotonic()   # the clock starts at the first bytes
-        else:
-            timed += n
-    rate = timed / (time.monotonic() - first) if timed else 0.0
+    rate = total / (time.monotonic() - start)
     print(f"rate {rate:.0f}" if measure else f"got {total}", flush=True)
 """)
 

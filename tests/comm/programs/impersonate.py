@@ -61,6 +61,16 @@ def claim(self_id, keys, payload):
         return None
 
 
+# The second claim must meet rank 1's own connection to site a's gateway, open at the
+# gateway. Each rank dials its gateways at start without waiting; rank 3 answers only once
+# rank 1's message reached it, which the gateway forwarded from that connection after
+# checking its proof. (An answer alone proves less: the gateway may dial rank 1 itself.)
+if rank == 1:
+    comm.send("before the attack", 3, tag=11)
+    ok.equal("rank 3 heard rank 1 before the attack", comm.recv(source=3, tag=11), "heard")
+elif rank == 3:
+    ok.equal("rank 1 before the attack", comm.recv(source=1, tag=11), "before the attack")
+    comm.send("heard", 1, tag=11)
 if rank == 1:
     mine = rendezvous.credentials()["keys"]
     gateway = stolen["routes"][2]["small"][0][0]
