@@ -51,9 +51,10 @@ def _burst(me, child):
 
 def test_a_burst_of_sends_leaves_in_few_writes(open_engine, spawn):
     held, writes = _burst(*_pair(open_engine, spawn, 1_000_000_000, BURST + 1))
-    # the first of the burst leaves at once (nothing went for the hold before it), the
-    # others wait: 31 leave when 32 wait, the rest at the first wait
-    assert held == BURST - 1
+    # every frame after the first waits (the first too when the opening message went on
+    # an open connection less than the hold before it: the child may have dialed first);
+    # 32 leave when 32 wait, the rest at the first wait
+    assert held >= BURST - 1
     assert writes <= BURST // 8, f"{writes} writes for a burst of {BURST}"
 
 
@@ -70,11 +71,12 @@ def test_a_negative_hold_writes_every_frame(open_engine, spawn, monkeypatch, whe
 def test_held_frames_leave_without_a_wait(open_engine, spawn):
     """A sender that posts and never waits still delivers: the hold runs out."""
     me, child = _pair(open_engine, spawn, 200_000_000, 3)
-    first = me.isend(engine_peers.payload(1, 8), 2)   # nothing posted before it: leaves at once
+    held = me.stats()["frames_held"]
+    first = me.isend(engine_peers.payload(1, 8), 2)
     second = me.isend(engine_peers.payload(2, 8), 2)  # held; no wait, test or look follows
     seqs, intact = child.result()
     assert seqs == [0, 1, 2] and intact
-    assert me.stats()["frames_held"] == 1
+    assert me.stats()["frames_held"] - held >= 1
     del first, second
 
 
@@ -111,7 +113,7 @@ def test_a_gateway_forwards_a_held_burst_in_few_writes(open_engine, spawn, gatew
     seqs, intact = child.result()
     after, gw_after = me.stats(), gw.stats()
     assert seqs == list(range(BURST + 1)) and intact
-    assert _delta(before, after, "frames_held") == BURST - 1
+    assert _delta(before, after, "frames_held") >= BURST - 1
     assert _delta(before, after, "socket_writes") <= BURST // 8
     assert _delta(gw_before, gw_after, "frames_forwarded") >= BURST
     for key in ("socket_reads", "socket_writes"):
