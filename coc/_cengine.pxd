@@ -65,6 +65,7 @@ cdef extern from "coc/coc.h" nogil:
         size_t nkeys
         int32_t liveness_ms
         size_t shm_ring
+        int32_t send_hold_ns
 
     void coc_engine_config_init(coc_engine_config *cfg)
     int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
@@ -150,6 +151,9 @@ cdef extern from "coc/coc.h" nogil:
         uint64_t failovers
         uint64_t frames_resent
         uint64_t duplicates_dropped
+        uint64_t socket_reads
+        uint64_t socket_writes
+        uint64_t frames_held
 
     int coc_engine_stats(coc_engine *e, coc_stats *st)
     int coc_engine_take_log(coc_engine *e, char *buf, size_t len)

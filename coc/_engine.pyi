@@ -55,6 +55,7 @@ class Engine:
         handshake_timeout_ms: int = 0,
         spin_ns: int = 0,
         shm: bool | None = None,
+        send_hold_ns: int = 0,
     ) -> None: ...
     @property
     def closed(self) -> bool: ...

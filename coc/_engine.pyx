@@ -95,6 +95,20 @@ def version():
     return c.coc_version().decode()
 
 
+# Forks into a child this process has seen. An engine belongs to the process that opened it
+# (its threads do not survive a fork); comparing this count instead of calling getpid()
+# spares a system call on every engine call (glibc does not cache the pid).
+cdef unsigned long _forks = 0
+
+
+def _forked():
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 cdef long _env_int(str name, int base):
     """The integer in environment variable `name` (C's strtol `base`), or 0 when unset."""
     text = os.environ.get(name, "").strip()
@@ -111,7 +125,8 @@ cdef int _env_knobs(c.coc_engine_config *cfg) except -1:
     """Fill the engine knobs users set through the environment (the C library reads none):
     COC_SHM=0/1 overrides the shared-memory flags, COC_SHM_RING gives the ring bytes per
     direction, COC_LIVENESS_MS the liveness timeout, COC_SPIN_NS overrides spin_ns (for
-    measuring). docs/engine.md lists them."""
+    measuring), COC_SEND_HOLD_NS send coalescing's hold where not given. docs/engine.md
+    lists them."""
     shm = os.environ.get("COC_SHM", "")
     if shm:
         cfg.flags &= ~<uint32_t>(c.COC_ENGINE_SHM | c.COC_ENGINE_NO_SHM)
@@ -127,6 +142,8 @@ cdef int _env_knobs(c.coc_engine_config *cfg) except -1:
         cfg.liveness_ms = _env_int("COC_LIVENESS_MS", 0)
     if os.environ.get("COC_SPIN_NS", "").strip():
         cfg.spin_ns = _env_int("COC_SPIN_NS", 10)
+    if not cfg.send_hold_ns:
+        cfg.send_hold_ns = _env_int("COC_SEND_HOLD_NS", 10)
     return 0
 
 
@@ -539,10 +556,17 @@ cdef class Engine:
         Talk to same-host peers through shared memory (True) or their unix socket only
         (False); None keeps the engine's default (shared memory). ``COC_SHM`` in the
         environment overrides both (the binding reads the environment, the C library
-        does not: COC_SHM, COC_SHM_RING, COC_LIVENESS_MS, COC_SPIN_NS).
+        does not: COC_SHM, COC_SHM_RING, COC_LIVENESS_MS, COC_SPIN_NS, COC_SEND_HOLD_NS).
+    send_hold_ns : int
+        Send coalescing: a frame posted within this long of the one before it to the same
+        peer over a socket waits for the frames after it and leaves with them in one
+        write, when this process next waits or looks (at the latest 4 x this long later);
+        0 keeps ``COC_SEND_HOLD_NS`` from the environment or the default (50 µs), negative
+        never holds (docs/engine.md, "Send coalescing").
     """
     cdef c.coc_engine *_e
     cdef int _pid
+    cdef unsigned long _fork_gen  # _forks when opened
     cdef int _busy          # threads inside a nogil call on this engine
     cdef bint _closing
     cdef set _pending       # requests not yet completed, kept alive with their buffers
@@ -560,7 +584,8 @@ cdef class Engine:
 
     def __init__(self, self_id, secret=None, *, keys=None, listen_host=None,
                  port_range=(0, 0), eager_limit=0, fragment_size=0, forward_window=0,
-                 forward=False, handshake_timeout_ms=0, spin_ns=0, shm=None):
+                 forward=False, handshake_timeout_ms=0, spin_ns=0, shm=None,
+                 send_hold_ns=0):
         cdef c.coc_engine_config cfg
         cdef c.coc_engine *e = NULL
         cdef const unsigned char[::1] key
@@ -590,6 +615,7 @@ cdef class Engine:
         if shm is not None:
             cfg.flags |= c.COC_ENGINE_SHM if shm else c.COC_ENGINE_NO_SHM
         cfg.handshake_timeout_ms, cfg.spin_ns = handshake_timeout_ms, spin_ns
+        cfg.send_hold_ns = send_hold_ns
         _env_knobs(&cfg)
         with nogil:
             rc = c.coc_engine_open(&cfg, &e)
@@ -601,17 +627,18 @@ cdef class Engine:
         check(rc, f"open engine for endpoint {self_id}")
         self._e = e
         self._pid = getpid()
+        self._fork_gen = _forks
         self.self_id = self_id
 
     cdef bint _owned(self):
         """True when this process opened the engine (not a forked child)."""
-        return self._e != NULL and self._pid == getpid()
+        return self._e != NULL and self._fork_gen == _forks
 
     cdef int _enter(self) except -1:
         """Mark a nogil call as started; raise ClosedError on a closed engine."""
         if self._e == NULL or self._closing:
             raise error(c.COC_ECLOSED, f"engine of endpoint {self.self_id} is closed")
-        if self._pid != getpid():
+        if self._fork_gen != _forks:
             raise error(
                 c.COC_ECLOSED, f"engine of endpoint {self.self_id} belongs to process {self._pid}")
         self._busy += 1
@@ -1000,7 +1027,7 @@ cdef class Engine:
         cdef int rc = 0
         if e == NULL:
             return
-        if self._pid != getpid():
+        if self._fork_gen != _forks:
             self._e = NULL
             for r in self._pending:
                 (<EngineRequest>r)._orphan(c.COC_ECLOSED)

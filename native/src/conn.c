@@ -234,6 +234,9 @@ static void conn_free(coc_engine *e, coc__conn *c)
     }
     if (coc__list_has(&e->shm, &c->shm_link))
         coc__list_remove(&e->shm, &c->shm_link);
+    for (int i = 0; i < e->ncorked; i++)
+        if (e->corked[i] == c)
+            e->corked[i] = e->corked[--e->ncorked]; /* a held queue: never flushed now */
     shm_unmap(c);
     coc__rec_free(c->rec);
     __atomic_store_n(&e->conns[slot], NULL, __ATOMIC_RELEASE);

@@ -266,6 +266,8 @@ static int conn_read(coc__conn *c)
                                   : "closed";
             return COC_EPEERLOST;
         }
+        if (!c->ring)
+            __atomic_fetch_add(&c->e->stats.socket_reads, 1, __ATOMIC_RELAXED);
         if (direct) {
             payload_bytes(c, dst, (size_t)n);
         } else {

@@ -1,7 +1,8 @@
 /*
  * conn_tx.c — a connection's send path (under e->lock): queueing frames and forwarded
  * items, writing the queue in batches to the socket, the shared-memory ring or the record
- * layer (tx_bytes), corking a gateway's forwarded frames, and emulated delay.
+ * layer (tx_bytes), corking a gateway's forwarded frames, holding an endpoint's bursts
+ * (send coalescing), and emulated delay.
  *
  * Writing batches queued frames into one sendmsg. A caller whose frame finds the queue
  * empty writes it itself (coc__conn_send), so a small message leaves without waking the
@@ -15,7 +16,7 @@
 
 #include "conn.h"
 
-#define IOV_MAX_BATCH 16
+#define IOV_MAX_BATCH 64 /* iovecs per sendmsg: 32 frames of an endpoint, 64 forwarded */
 
 static void arm_timer(coc_engine *e, uint64_t due)
 {
@@ -206,6 +207,7 @@ static ssize_t tx_bytes(coc__conn *c, struct iovec *iov, int cnt)
         return rec_tx(c, iov, cnt);
     if (!on_ring(c)) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+        c->e->stats.socket_writes++;
         return sendmsg(c->fd, &mh, MSG_NOSIGNAL);
     }
     for (;;) {
@@ -225,6 +227,7 @@ static ssize_t tx_bytes(coc__conn *c, struct iovec *iov, int cnt)
 void coc__conn_flush(coc__conn *c)
 {
     coc_engine *e = c->e;
+    c->nheld = 0; /* whatever was held leaves now */
     if (c->state == COC__CS_DEAD || c->state == COC__CS_CONNECTING)
         return;
     int rc = coc__hs_write(c);
@@ -324,8 +327,73 @@ static int cork(coc__conn *c, const coc__item *it)
 void coc__conn_uncork(coc_engine *e)
 {
     for (int i = 0; i < e->ncorked; i++)
-        coc__conn_flush(e->corked[i]); /* a dead one is not freed before housekeeping */
+        coc__conn_flush(e->corked[i]); /* conn_free takes a dead one off the list */
     e->ncorked = 0;
+}
+
+/*
+ * Send coalescing (issue 17). An endpoint that posts frames on a socket connection less
+ * than hold_ns apart (a burst of Isends: a Python Isend costs a few microseconds, a
+ * sendmsg through a veth and a bridge about as much again) writes the first at once and
+ * holds the ones after it. The held frames leave together, one sendmsg, when the caller
+ * next waits, tests or looks (coc_wait, coc_test, and so every blocking send and
+ * receive), when a progress step runs (the progress thread or a waiter handles any event),
+ * when HOLD_FRAMES_MAX wait, when the caller posts another once the first has waited
+ * hold_ns, or at the latest HOLD_TIMER x hold_ns after the first (the delay timer). So a
+ * lone frame (none posted on that connection for hold_ns) is never held, and a held one
+ * waits only while its sender goes on posting without waiting, or, if it stops posting
+ * and neither waits nor looks, until the timer. The timer is the backstop, not the rule:
+ * its firing wakes the progress thread, which cost more than the writes it saved when it
+ * fired every hold_ns of a long burst (docs/performance.md, "Session 5").
+ * Gateways never hold (their input batches are corked instead, above), nor do
+ * shared-memory rings (no system call to save) or hops with an emulated delay.
+ */
+#define HOLD_FRAMES_MAX 32
+#define HOLD_TIMER 4
+#define DEFAULT_HOLD_NS 50000
+
+uint64_t coc__conn_hold_ns(const coc_engine_config *cfg, int forward)
+{
+    if (forward || cfg->send_hold_ns < 0)
+        return 0;
+    return cfg->send_hold_ns ? (uint64_t)cfg->send_hold_ns : DEFAULT_HOLD_NS;
+}
+
+/* Whether a frame posted now on c waits for the frames after it: 0 no, 1 yes, 2 it joins
+ * the held ones, which then leave (the first has waited hold_ns). It records the post.
+ * The first frame held registers the queue and arms the timer that bounds the wait. */
+static int hold(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    if (!e->hold_ns || c->delay_ns || on_ring(c) || c->state != COC__CS_OPEN || c->hs_off != c->hs_len)
+        return 0;
+    uint64_t now = coc__now_ns();
+    int burst = now - c->last_post_ns < e->hold_ns;
+    c->last_post_ns = now;
+    if (c->nheld)
+        return now - c->held_since >= e->hold_ns ? 2 : 1;
+    if (!burst || c->queue.head)
+        return 0; /* a lone frame, or a queue that waits for room in the socket anyway */
+    int listed = 0;
+    for (int i = 0; i < e->ncorked && !listed; i++)
+        listed = e->corked[i] == c;
+    if (!listed) {
+        if (e->ncorked == COC__CORK_MAX)
+            return 0;
+        e->corked[e->ncorked++] = c;
+    }
+    c->held_since = now;
+    arm_timer(e, now + HOLD_TIMER * e->hold_ns);
+    return 1;
+}
+
+void coc__conn_release_held(coc_engine *e)
+{
+    if (!atomic_load_explicit(&e->ncorked, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&e->lock);
+    coc__conn_uncork(e);
+    pthread_mutex_unlock(&e->lock);
 }
 
 void coc__conn_push(coc__conn *c, coc__item *it)
@@ -333,7 +401,8 @@ void coc__conn_push(coc__conn *c, coc__item *it)
     if (c->delay_ns)
         it->due_ns = coc__now_ns() + c->delay_ns;
     coc__list_append(&c->queue, &it->link);
-    if (c->queue.head == &it->link && !cork(c, it)) /* else the queue waits for the socket or input */
+    /* else the queue waits for the socket, the batch of input or the end of a burst */
+    if (c->queue.head == &it->link && !c->nheld && !cork(c, it))
         coc__conn_flush(c);
 }
 
@@ -342,7 +411,8 @@ int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_req
     uint8_t hdr[COC__HDR_LEN];
     size_t off = 0;
     coc__hdr_encode(h, hdr);
-    if (c->state == COC__CS_OPEN && !c->queue.head && !c->delay_ns && c->hs_off == c->hs_len) {
+    int held = hold(c);
+    if (!held && c->state == COC__CS_OPEN && !c->queue.head && !c->delay_ns && c->hs_off == c->hs_len) {
         /* fast path: nothing queued, write from the caller's thread */
         struct iovec iov[2] = {{hdr, COC__HDR_LEN}, {(void *)payload, h->len}};
         ssize_t n = tx_bytes(c, iov, h->len ? 2 : 1);
@@ -380,7 +450,13 @@ int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_req
         it->data = it->owned;
         c->copied += h->len;
     }
+    if (held) {
+        c->nheld++;
+        c->e->stats.frames_held++;
+    }
     coc__conn_push(c, it);
+    if (held == 2 || c->nheld >= HOLD_FRAMES_MAX)
+        coc__conn_flush(c);
     return pending;
 }
 

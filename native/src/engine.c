@@ -295,6 +295,7 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
     e->liveness_ns = liveness_ns(e->cfg.liveness_ms);
     e->self = cfg->self_id;
     e->forward = (cfg->flags & COC_ENGINE_FORWARD) != 0;
+    e->hold_ns = coc__conn_hold_ns(&e->cfg, e->forward);
     e->shm_ring = shm_ring(cfg, e->forward);
     e->ofd = e->pfd = e->wfd = e->nfd = e->tfd = e->reserve_fd = e->tcp_fd = e->unix_fd = -1;
     e->load_fd = -1;
@@ -332,6 +333,7 @@ static void linger(coc_engine *e)
             coc__conn_send(c, &h, NULL, NULL);
         }
     }
+    coc__conn_uncork(e); /* what send coalescing holds, the BYEs included, leaves now */
     pthread_mutex_unlock(&e->lock);
     uint64_t until = coc__now_ns() + COC__CLOSE_LINGER_NS;
     for (;;) {

@@ -199,6 +199,9 @@ struct coc__conn {
     coc__list queue;                   /* coc__item: frames and forwarded items to write */
     unsigned events;                   /* registered with the poller */
     uint64_t delay_ns;
+    uint64_t last_post_ns;             /* send coalescing: when the last frame was posted */
+    uint64_t held_since;               /* send coalescing: when the first held frame was */
+    uint32_t nheld;                    /* frames held for coalescing now (0: not held) */
     size_t fwd_queued;                 /* forwarded bytes queued here */
     size_t copied;                     /* eager payload bytes copied into this queue */
     coc__list waiters;                 /* incoming connections paused on this one's window */
@@ -302,8 +305,9 @@ struct coc_engine {
     _Atomic uint64_t waits_unspun;     /* waits that did not spin: no core free */
     int load_fd, ncores;               /* /proc/loadavg and the cores online (cores_free) */
     int corking;                       /* plock: forwarded frames wait for coc__conn_uncork */
-    int ncorked;                       /* lock: connections in corked */
-    coc__conn *corked[COC__CORK_MAX];  /* lock: queues holding corked forwarded frames */
+    _Atomic int ncorked;               /* lock (read unlocked by waits): connections in corked */
+    coc__conn *corked[COC__CORK_MAX];  /* lock: queues holding corked forwarded or held frames */
+    uint64_t hold_ns;                  /* send coalescing (conn_tx.c); 0: off */
     _Atomic uint64_t load_at;          /* when cores_taken was last looked up */
     _Atomic int cores_taken;           /* more threads wanted to run than there are cores */
     _Atomic int notified;
@@ -366,6 +370,8 @@ int coc__conn_accept(coc_engine *e, int lfd, int unix_);             /* plock + 
 void coc__conn_event(coc_engine *e, coc__conn *c, unsigned events); /* plock */
 void coc__conn_push(coc__conn *c, coc__item *it);                  /* lock: queue and flush */
 void coc__conn_uncork(coc_engine *e);                                /* lock: flush corked */
+void coc__conn_release_held(coc_engine *e);                          /* flush held frames (takes lock) */
+uint64_t coc__conn_hold_ns(const coc_engine_config *cfg, int forward); /* send coalescing window */
 void coc__conn_flush(coc__conn *c);                                 /* lock */
 void coc__conn_fail(coc__conn *c, int err, const char *why);        /* lock: mark dead */
 /* lock: write or queue a frame. The payload is copied while the connection's copy budget

@@ -97,11 +97,7 @@ static void handle(coc_engine *e, const coc__event *ev, int n)
         dispatch(e, ev, n);
     coc__conn_poll_rings(e);
     e->corking = 0;
-    if (e->ncorked) {
-        pthread_mutex_lock(&e->lock);
-        coc__conn_uncork(e);
-        pthread_mutex_unlock(&e->lock);
-    }
+    coc__conn_release_held(e); /* and what an endpoint held (send coalescing, conn_tx.c) */
     housekeeping(e);
 }
 

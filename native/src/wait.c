@@ -243,6 +243,7 @@ int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
     if (!r)
         return COC_EINVAL;
     coc_engine *e = r->e;
+    coc__conn_release_held(e); /* a caller that waits or looks ends its burst of sends */
     if (timeout_ns == 0) {
         /* a look, not a wait (the binding's post-and-look-once): it neither spins nor
          * teaches the spin budget, which would learn "did not end" from every look */
@@ -299,6 +300,7 @@ int coc_test(coc_request *r, coc_status *st)
 {
     if (!r)
         return COC_EINVAL;
+    coc__conn_release_held(r->e);
     if (done(r, st))
         return 1;
     poke(r->e);

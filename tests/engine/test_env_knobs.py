@@ -44,7 +44,8 @@ def test_coc_shm_0_overrides_the_shm_argument(open_engine, monkeypatch):
 
 
 @pytest.mark.parametrize("name, value", [("COC_SHM_RING", "3000"), ("COC_SHM_RING", "big"),
-                                         ("COC_LIVENESS_MS", "soon"), ("COC_SPIN_NS", "1.5")])
+                                         ("COC_LIVENESS_MS", "soon"), ("COC_SPIN_NS", "1.5"),
+                                         ("COC_SEND_HOLD_NS", "soon")])
 def test_a_bad_knob_is_refused_by_name(open_engine, monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(errors.EngineValueError, match=name):

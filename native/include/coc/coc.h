@@ -139,6 +139,16 @@ typedef struct coc_engine_config {
     size_t shm_ring;             /* shared-memory ring bytes per direction offered to
                                     same-host peers: a power of two, 4 KiB..64 MiB; 0: 1 MiB
                                     (the binding fills it from COC_SHM_RING) */
+    /* -- added in session 5: send coalescing (append only) -- */
+    int32_t send_hold_ns;        /* an endpoint's frame posted within this long of the one
+                                    before it on the same socket waits for the frames after
+                                    it and leaves with them in one write, once the caller
+                                    waits, tests or looks, or posts again this long after
+                                    the first, or at the latest 4 x this long after it
+                                    (docs/engine.md, "Send coalescing"); 0: 50 us;
+                                    negative: never (the binding fills it from
+                                    COC_SEND_HOLD_NS). Gateways and shared memory never
+                                    hold */
 } coc_engine_config;
 
 /* Zero a config and fill in defaults (no listener, engine defaults). */
@@ -377,6 +387,11 @@ typedef struct coc_stats {
     uint64_t failovers;             /* gateway connections lost whose routes moved to others */
     uint64_t frames_resent;         /* sequenced frames (and streams) sent again after a loss */
     uint64_t duplicates_dropped;    /* sequenced frames dropped: seen already or out of order */
+
+    /* -- added in session 5: system calls per frame (issue 17; append only) -- */
+    uint64_t socket_reads;          /* reads of a TCP or unix socket that brought bytes */
+    uint64_t socket_writes;         /* sendmsg calls that wrote frames to a socket */
+    uint64_t frames_held;           /* frames held by send coalescing (coc_engine_config) */
 } coc_stats;
 
 int coc_engine_stats(coc_engine *e, coc_stats *st);
