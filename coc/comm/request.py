@@ -285,7 +285,7 @@ class Single(Request):
             st = statuses[0]  # type: ignore[index]  # a part completed: its status came
             self._status = Status(self._comm._rank_of(st.source), st.tag, st.count)
 
-    def wait(self, status=None, timeout=None):
+    def wait(self, status: Status | None = None, timeout: float | None = None) -> Any:
         """Block until complete; return None (a buffer's request has no object)."""
         if not self._done:           # one part: no list of statuses, no loop
             try:
@@ -295,7 +295,7 @@ class Single(Request):
             except Exception as exc:  # noqa: BLE001 - _step translates it
                 self._step(error=exc)
             else:
-                self._step((st,))
+                self._step([st])
         return self._result(status)
 
 
