@@ -1,19 +1,22 @@
 """Where a small-message round trip's time goes: how waits end, CPU and system calls per trip.
 
 An 8-byte ``Send``/``Recv`` ping-pong between two ranks on one host (``coc-run --site a=2``,
-shared memory), unpinned and pinned (``taskset -c 0``), reporting observables that machine
-load barely moves, per round trip and per rank:
+shared memory; ``--ranks 4``: two pairs at once, more ranks than this machine's cores),
+unpinned and pinned (``taskset -c 0``), reporting observables that machine load barely
+moves, per round trip and per rank:
 
 - how the engine's waits ended (``Engine.stats()``: complete at once, while spinning,
   blocked in the poller, asleep on the futex) and the time spent spinning;
 - CPU time of the whole process (rank thread and progress thread: ``time.process_time``);
-- with ``--strace``, the system calls of both ranks (``strace -c -f``): futex, epoll_wait,
-  sched_yield, read and write per round trip;
+- with ``--syscalls``, the system calls of the whole job per round trip (``perf stat`` on the
+  kernel's syscall tracepoints: counting them does not slow the calls down, unlike
+  ``--strace``, ``strace -c -f``): futex, epoll_wait, epoll_ctl, sched_yield, read, write;
 - beside them the median half round trip (which load does move).
 
 Run from a source checkout: ``python benchmarks/waits.py [--iterations 20000] [--repeat 3]
-[--pin no|yes|both] [--strace] [--env COC_SPIN_NS=...]``. Run by the launcher, the same file
-is one rank (``--rank``).
+[--pin no|yes|both] [--ranks 2] [--syscalls | --strace] [--env COC_SPIN_NS=...]``. Run by
+the launcher, the same file is one rank (``--rank``). The half round trip printed is rank
+0's pair's.
 """
 
 import argparse
@@ -38,11 +41,11 @@ def rank_main(iterations):
 
     import coc
     comm = coc.init()
-    rank, peer = comm.rank, 1 - comm.rank
+    rank, peer = comm.rank, comm.rank ^ 1   # pairs (0, 1), (2, 3), ...
     buf = np.zeros(8, np.uint8)
     engine = comm._world.port.engine
 
-    first, then = (comm.Send, comm.Recv) if rank == 0 else (comm.Recv, comm.Send)
+    first, then = (comm.Send, comm.Recv) if rank % 2 == 0 else (comm.Recv, comm.Send)
 
     def trip():
         first(buf, peer, 1)
@@ -78,15 +81,34 @@ def _syscalls(path):
     return calls
 
 
-def run_job(pin, iterations, strace, env):
-    """Run one two-rank job; return (per-rank figures, {syscall: calls per round trip})."""
+SYSCALLS = ("futex", "epoll_wait", "epoll_pwait", "epoll_ctl", "sched_yield", "read", "write",
+            "sendmsg", "recvmsg", "writev", "readv")
+
+
+def _perf_counts(path):
+    """Return {syscall: calls} from a ``perf stat -x,`` file of syscalls:sys_enter_* events."""
+    calls = {}
+    for line in open(path):
+        fields = line.strip().split(",")
+        if len(fields) > 2 and fields[2].startswith("syscalls:sys_enter_") and fields[0].isdigit():
+            calls[fields[2][len("syscalls:sys_enter_"):]] = int(fields[0])
+    return calls
+
+
+def run_job(pin, iterations, strace, env, perf=False, ranks=2):
+    """Run one job of ``ranks`` ranks in ping-pong pairs; return (per-rank figures,
+    {syscall: calls per round trip of one pair})."""
     me = [sys.executable, os.path.abspath(__file__), "--rank", "--iterations", str(iterations)]
-    cmd = [sys.executable, "-m", "coc.launcher.cli", "--site", "a=2", "--timeout",
+    cmd = [sys.executable, "-m", "coc.launcher.cli", "--site", f"a={ranks}", "--timeout",
            str(TIMEOUT), *me]
     summary = None
     if strace:
         summary = tempfile.NamedTemporaryFile(suffix=".strace", delete=False).name
         cmd = ["strace", "-f", "-c", "-o", summary, *cmd]
+    elif perf:
+        summary = tempfile.NamedTemporaryFile(suffix=".perf", delete=False).name
+        events = ",".join(f"syscalls:sys_enter_{name}" for name in SYSCALLS)
+        cmd = ["perf", "stat", "-x,", "-o", summary, "-e", events, "--", *cmd]
     cmd = [*PIN, *cmd] if pin else cmd
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 60,
                           stdin=subprocess.DEVNULL, env={**os.environ, **env})
@@ -94,9 +116,9 @@ def run_job(pin, iterations, strace, env):
         if line.startswith("RESULT "):
             calls = {}
             if summary:
-                calls = {k: v / iterations for k, v in _syscalls(summary).items()
-                         if k in ("futex", "epoll_wait", "epoll_pwait", "sched_yield", "read",
-                                  "write", "sendmsg", "recvmsg", "writev", "readv")}
+                counts = _perf_counts(summary) if perf else _syscalls(summary)
+                calls = {k: v / iterations / (ranks // 2) for k, v in counts.items()
+                         if k in SYSCALLS and v}
                 os.unlink(summary)
             return json.loads(line[7:]), calls
     raise SystemExit(f"job failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n"
@@ -110,7 +132,12 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pin", choices=("no", "yes", "both"), default="both")
     parser.add_argument("--strace", action="store_true",
-                        help="also count system calls (slows every call down)")
+                        help="also count system calls with strace (slows every call down)")
+    parser.add_argument("--syscalls", action="store_true",
+                        help="also count the job's system calls per round trip (perf stat)")
+    parser.add_argument("--ranks", type=int, default=2,
+                        help="ranks on the host, in ping-pong pairs (4 on 2 cores: more "
+                             "ranks than cores)")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="environment for the ranks (e.g. COC_SPIN_NS=-1)")
     args = parser.parse_args(argv)
@@ -120,12 +147,13 @@ def main(argv=None):
     env = dict(item.split("=", 1) for item in args.env)
     pins = {"no": [False], "yes": [True], "both": [False, True]}[args.pin]
     print(f"# {time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.1f}; {args.iterations} "
-          f"round trips of 8 B; env {env or '-'}; figures per round trip, rank 0 | rank 1")
+          f"round trips of 8 B; env {env or '-'}; figures per round trip, rank 0 | rank 1 | ...")
     print("pinned  half-RTT µs  at once    spun       polled     slept      contended  unspun     "
           "spin µs   CPU µs       budget µs   syscalls (both ranks)")
     for _ in range(args.repeat):
         for pin in pins:
-            ranks, calls = run_job(pin, args.iterations, args.strace, env)
+            ranks, calls = run_job(pin, args.iterations, args.strace, env, args.syscalls,
+                                   args.ranks)
 
             def pair(key, scale=1.0, fmt="{:.2f}"):
                 return "|".join(fmt.format(r[key] * scale) for r in ranks)

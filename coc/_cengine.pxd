@@ -47,6 +47,7 @@ cdef extern from "coc/coc.h" nogil:
                      uint32_t b, uint32_t b_flags, uint8_t *out)
     int COC_ENGINE_SHM
     int COC_ENGINE_NO_SHM
+    int COC_ENGINE_SPIN_ANY_LOAD
 
     ctypedef struct coc_engine_config:
         uint32_t self_id

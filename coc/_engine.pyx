@@ -125,8 +125,8 @@ cdef int _env_knobs(c.coc_engine_config *cfg) except -1:
     """Fill the engine knobs users set through the environment (the C library reads none):
     COC_SHM=0/1 overrides the shared-memory flags, COC_SHM_RING gives the ring bytes per
     direction, COC_LIVENESS_MS the liveness timeout, COC_SPIN_NS overrides spin_ns (for
-    measuring), COC_SEND_HOLD_NS send coalescing's hold where not given. docs/engine.md
-    lists them."""
+    measuring), COC_SEND_HOLD_NS send coalescing's hold where not given, COC_SPIN_LOAD=ignore
+    lets waits spin whatever the machine's load. docs/engine.md lists them."""
     shm = os.environ.get("COC_SHM", "")
     if shm:
         cfg.flags &= ~<uint32_t>(c.COC_ENGINE_SHM | c.COC_ENGINE_NO_SHM)
@@ -144,6 +144,13 @@ cdef int _env_knobs(c.coc_engine_config *cfg) except -1:
         cfg.spin_ns = _env_int("COC_SPIN_NS", 10)
     if not cfg.send_hold_ns:
         cfg.send_hold_ns = _env_int("COC_SEND_HOLD_NS", 10)
+    spin_load = os.environ.get("COC_SPIN_LOAD", "").strip()
+    if spin_load not in ("", "check", "ignore"):
+        raise _errors.EngineValueError(
+            f"environment variable COC_SPIN_LOAD={spin_load}: expected 'ignore' (spin "
+            "whatever the machine's load) or 'check' (the default)")
+    if spin_load == "ignore":
+        cfg.flags |= c.COC_ENGINE_SPIN_ANY_LOAD
     return 0
 
 

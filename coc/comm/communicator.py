@@ -89,6 +89,7 @@ class Communicator:
         # bound methods the port hands out (no Python frame between Send and the engine).
         self._direct = lanes.direct
         self._send, self._recv, self._recv_alloc = lanes.send, lanes.recv, lanes.recv_alloc
+        self._isend = lanes.isend_direct
 
     # -- identity and topology ------------------------------------------------------------
     def Get_rank(self) -> int:
@@ -192,11 +193,12 @@ class Communicator:
 
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
         """Send ``obj`` to rank ``dest`` (returns when ``obj`` may be changed)."""
-        if dest == PROC_NULL:
-            return
-        _check_tag(tag)
+        if not (self._direct and 0 <= dest < self.size and 0 <= tag <= MAX_TAG):
+            if dest == PROC_NULL:
+                return
+            _check_tag(tag)
         message = transport.encode_obj(obj)
-        if self._direct and type(message) is bytes and 0 <= dest < self.size:
+        if self._direct and type(message) is bytes and 0 <= dest < self.size:   # the fast path
             target = self._ranks[dest]
             try:
                 self._send(message, target, tag, self._context + transport.OBJ)
@@ -225,18 +227,19 @@ class Communicator:
     def recv(self, buf: BufferArg = None, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: StatusArg = None) -> Any:
         """Receive and return an object from ``source`` with ``tag``."""
-        if source == PROC_NULL:
-            return self.irecv(buf, source, tag).wait(status)
-        endpoint = self._endpoint(source)
-        if self._direct:
+        if self._direct and ANY_SOURCE <= source < self.size:               # the fast path
             try:
-                st, message = self._recv_alloc(endpoint, tag, self._context + transport.OBJ)
+                st, message = self._recv_alloc(self._ranks[source] if source >= 0 else source,
+                                               tag, self._context + transport.OBJ)
             except PeerLost as exc:
                 raise translate(self, exc) from None
             obj = transport.decode_obj(self, message, st)
             if status is not None:
                 status._fill(Status(self._rank_of(st.source), st.tag, st.count))
             return obj
+        if source == PROC_NULL:
+            return self.irecv(buf, source, tag).wait(status)
+        self._endpoint(source)
         obj, st = run(self._recv_obj(source, tag), self)
         if status is not None:
             status._fill(st)
@@ -276,6 +279,12 @@ class Communicator:
     # -- point to point: buffers ----------------------------------------------------------
     def Isend(self, buf: BufferArg, dest: int, tag: int = 0) -> Request:
         """Start sending the buffer ``buf`` to ``dest``; return a :class:`Request`."""
+        if (self._direct and type(buf) is np.ndarray and 0 <= dest < self.size
+                and 0 <= tag <= MAX_TAG and buf.flags.c_contiguous):   # the fast path
+            target = self._ranks[dest]
+            part = self._isend(buf, target, tag, self._context + transport.BUF)
+            self._world.count(target, buf.nbytes)
+            return Single(part, self, False)
         _check_tag(tag)
         if dest == PROC_NULL:
             return Request(_null(), self)

@@ -16,13 +16,15 @@ docs/security.md says which mode protects against what.
 
 import collections
 import copyreg
+import functools
 import io
 import math
 import os
 import pickle
 
 __all__ = ["INBAND_LIMIT", "ALLOCATION_FACTOR", "ALLOCATION_SLACK", "dumps", "loads",
-           "set_unpickler", "unpickler_mode", "allowed_globals", "RestrictedUnpickler"]
+           "stream", "OutOfBand", "dumps_out_of_band", "restricting", "set_unpickler", "unpickler_mode", "allowed_globals",
+           "RestrictedUnpickler"]
 
 #: Out-of-band buffers smaller than this many bytes are kept inside the pickle stream.
 INBAND_LIMIT = 4096
@@ -251,6 +253,29 @@ class RestrictedUnpickler(pickle._Unpickler):
                 and (name == "dtype" or name.endswith("DType")))
 
 
+class OutOfBand(Exception):
+    """The object holds a buffer to send out of band: :func:`stream` stops, use :func:`dumps`."""
+
+
+def _inband(pb):
+    """``buffer_callback`` of :func:`stream`: keep small buffers in the stream, stop at a
+    large one (most objects hold none, and then this is never called at all)."""
+    try:
+        view = pb.raw()
+    except BufferError:              # not contiguous: serialise in the stream
+        return True
+    if view.nbytes < INBAND_LIMIT:
+        return True
+    raise OutOfBand
+
+
+#: ``stream(obj)``: the pickle bytes of an object that holds no buffer of
+#: :data:`INBAND_LIMIT` bytes or more; raises :class:`OutOfBand` when it holds one. The
+#: small-message path: one C call, no list or closure made (a partial, not a function,
+#: so no Python frame either).
+stream = functools.partial(pickle.dumps, protocol=5, buffer_callback=_inband)
+
+
 def dumps(obj):
     """Return ``(stream, buffers)``: the pickle bytes and the out-of-band buffers of ``obj``.
 
@@ -264,21 +289,37 @@ def dumps(obj):
     (1, 80000)
     >>> loads(stream, [bytearray(b) for b in buffers])["x"].shape
     (10000,)
+    >>> dumps({"step": 7})[1]
+    []
     """
+    try:
+        return stream(obj), []
+    except OutOfBand:
+        return dumps_out_of_band(obj)
+
+
+def dumps_out_of_band(obj):
+    """:func:`dumps` for an object :func:`stream` refused: pickle it collecting its large
+    buffers (they were not copied into the dropped stream, so the first try cost little)."""
     buffers = []
 
     def keep(pb):
         try:
             view = pb.raw()
-        except BufferError:          # not contiguous: serialise in the stream
+        except BufferError:
             return True
         if view.nbytes < INBAND_LIMIT:
             return True
         buffers.append(view)
         return False
 
-    stream = pickle.dumps(obj, protocol=5, buffer_callback=keep)
-    return stream, buffers
+    return pickle.dumps(obj, protocol=5, buffer_callback=keep), buffers
+
+
+def restricting():
+    """True when some messages are unpickled by the restricted unpickler: only then need
+    a receiver work out whether a message's sender is foreign (:func:`loads`)."""
+    return _state["mode"] != "default"
 
 
 def loads(stream, buffers=(), *, foreign=False):
@@ -294,4 +335,6 @@ def loads(stream, buffers=(), *, foreign=False):
         return RestrictedUnpickler(io.BytesIO(stream), buffers=buffers,
                                    allowance=ALLOCATION_FACTOR * size
                                    + ALLOCATION_SLACK).load()
+    if not buffers:
+        return pickle.loads(stream)  # a keyword argument costs a small message 20 %
     return pickle.loads(stream, buffers=buffers)

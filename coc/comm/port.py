@@ -99,15 +99,17 @@ class Port:
 class EngineLanes:
     """A communicator's peers, every one reached through the engine.
 
-    ``send``, ``recv`` and ``recv_alloc`` are the engine's bound methods (engine contexts,
-    world endpoints); the other methods take a context *slot* of the communicator.
+    ``send``, ``recv``, ``recv_alloc`` and ``isend_direct`` are the engine's bound methods
+    (``send``, ``recv``, ``recv_alloc``, ``isend``: engine contexts, world endpoints); the
+    other methods take a context *slot* of the communicator.
     """
 
-    direct = True               # blocking calls may use send/recv/recv_alloc directly
+    direct = True               # point-to-point may use the engine's bound methods directly
 
     def __init__(self, engine, context):
         self.context = context
         self.send, self.recv, self.recv_alloc = engine.send, engine.recv, engine.recv_alloc
+        self.isend_direct = engine.isend
         self._engine = engine
 
     def via_mpi(self, target):

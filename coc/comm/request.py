@@ -285,6 +285,19 @@ class Single(Request):
             st = statuses[0]  # type: ignore[index]  # a part completed: its status came
             self._status = Status(self._comm._rank_of(st.source), st.tag, st.count)
 
+    def wait(self, status: Status | None = None, timeout: float | None = None) -> Any:
+        """Block until complete; return None (a buffer's request has no object)."""
+        if not self._done:           # one part: no list of statuses, no loop
+            try:
+                st = self._parts[0].wait(timeout=timeout)
+            except CocTimeoutError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - _step translates it
+                self._step(error=exc)
+            else:
+                self._step([st])
+        return self._result(status)
+
 
 def run(steps: Steps[_T], comm: Communicator | None = None) -> _T:
     """Drive the generator ``steps`` to completion now and return its value."""

@@ -23,6 +23,7 @@ arrays live in that memory (no copy).
 
 from __future__ import annotations
 
+import pickle
 import struct
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Union
@@ -86,9 +87,10 @@ def post_obj(comm: Communicator, obj: Any, dest: int, tag: int, ctx: int) -> Par
 
 def encode_obj(obj: Any) -> Message:
     """Return the message of ``obj``: its pickle stream, or a gather list (see above)."""
-    stream, buffers = pickling.dumps(obj)
-    if not buffers:
-        return stream
+    try:
+        return pickling.stream(obj)       # no large buffer inside: the small-message path
+    except pickling.OutOfBand:
+        stream, buffers = pickling.dumps_out_of_band(obj)
     sizes = [b.nbytes for b in buffers]
     head = _HEAD.pack(_GATHER, len(sizes), len(stream)) + struct.pack(f"<{len(sizes)}Q", *sizes)
     parts: list[Buffer] = [head, stream]
@@ -105,9 +107,12 @@ def encode_obj(obj: Any) -> Message:
 def decode_obj(comm: Communicator, message: Buffer | None, st: Envelope) -> Any:
     """Return the object in ``message`` (the bytes of one object message, status ``st``)."""
     world = comm._world
-    foreign = world.sites[st.source] != world.site
     view = memoryview(message) if message is not None else memoryview(b"")
     kind = view[0] if len(view) else None
+    restricting = pickling.restricting()
+    if kind == _PICKLE and not restricting:
+        return pickle.loads(view)         # plain pickle, no buffers: the small-message path
+    foreign = restricting and world.sites[st.source] != world.site
     if kind == _PICKLE:
         return pickling.loads(view, foreign=foreign)
     if kind != _GATHER or len(view) < _HEAD.size:

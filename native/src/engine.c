@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,9 +145,12 @@ static int open_fds(coc_engine *e)
     e->nfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     e->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    e->load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC); /* optional: see cores_free */
+    e->load_fd = e->cfg.flags & COC_ENGINE_SPIN_ANY_LOAD /* optional: see cores_free */
+                     ? -1 : open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     e->ncores = cores > 0 ? (int)cores : 1;
+    cpu_set_t mine; /* the CPUs this process may run on (taskset), for spin's yields */
+    e->cpus = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : e->ncores;
     if (e->wfd < 0 || e->nfd < 0 || e->tfd < 0 || e->reserve_fd < 0)
         return -errno;
     if ((e->ofd = coc__poll_open()) < 0)

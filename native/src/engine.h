@@ -298,12 +298,15 @@ struct coc_engine {
     int ofd;                           /* outer poller of the progress thread: pfd + wfd */
     pthread_mutex_t spin_lock;         /* guards spinners and arming pfd in ofd */
     int spinners;                      /* threads polling pfd themselves right now */
+    int quiet;                         /* pfd disarmed in ofd: spinners poll it (wait.c) */
+    _Atomic uint64_t polite_until;     /* spinners yield at every look until then (wait.c) */
     _Atomic int64_t spin_budget;       /* adaptive spin of coc_wait, ns (wait.c) */
     _Atomic uint64_t waits[4];         /* how waits ended: at once, spun, polled, slept */
     _Atomic uint64_t spun_ns;          /* time waiters spent spinning */
     _Atomic uint64_t waits_contended;  /* spins cut short: another thread wanted the CPU */
     _Atomic uint64_t waits_unspun;     /* waits that did not spin: no core free */
     int load_fd, ncores;               /* /proc/loadavg and the cores online (cores_free) */
+    int cpus;                          /* CPUs this process may run on (spin: pinned or not) */
     int corking;                       /* plock: forwarded frames wait for coc__conn_uncork */
     _Atomic int ncorked;               /* lock (read unlocked by waits): connections in corked */
     coc__conn *corked[COC__CORK_MAX];  /* lock: queues holding corked forwarded or held frames */
@@ -354,6 +357,7 @@ void coc__notify(coc_engine *e);                              /* make coc_engine
 
 /* progress.c */
 int coc__progress(coc_engine *e, int timeout_ms);             /* under plock */
+void coc__progress_rings(coc_engine *e);          /* under plock: the rings, no system call */
 void *coc__progress_main(void *arg);                          /* the progress thread */
 void coc__drain(int fd);                                      /* empty an eventfd/timerfd */
 /* plock: the progress thread is about to sleep: ask writers to our rings for doorbells

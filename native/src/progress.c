@@ -101,6 +101,11 @@ static void handle(coc_engine *e, const coc__event *ev, int n)
     housekeeping(e);
 }
 
+void coc__progress_rings(coc_engine *e)
+{
+    handle(e, NULL, 0);
+}
+
 int coc__progress(coc_engine *e, int timeout_ms)
 {
     coc__event ev[64];

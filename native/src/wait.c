@@ -31,17 +31,50 @@
 #define SPIN_MIN_NS 2000       /* the adaptive spin budget never drops below this */
 #define YIELD_TAKEN_NS 10000   /* a sched_yield that took this long ran another thread */
 #define LOAD_CHECK_NS 1000000  /* how often waits look whether the machine has a core free */
+#define SOCKET_LOOK_EVERY 8    /* a spinner polls the sockets every this many looks at the rings */
+#define YIELD_EVERY_NS 20000   /* a spinner with CPUs of its own yields this often (see spin) */
+#define POLITE_NS 100000000    /* after a peer answered in our yield, yield at every look this long */
 #define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
 
-/* A thread starts or stops polling pfd (and the rings) itself: the progress thread need
- * not wake for it, and writers to our rings need not ring while it spins. When the last
- * spinner stops, the doorbells are asked for again (and what came meanwhile is read). */
+/* spin_lock: stop (quiet) or resume waking the progress thread for socket events. */
+static void quiet_locked(coc_engine *e, int quiet)
+{
+    if (e->quiet == quiet)
+        return;
+    e->quiet = quiet;
+    coc__poll_mod(e->ofd, e->pfd, quiet ? 0 : COC__POLL_IN, COC__KEY_INNER);
+}
+
+/* A spinner that has spun a while, or a waiter about to block in the poller: the progress
+ * thread need not (must not: two threads woken per frame) wake for socket events. */
+static void hush(coc_engine *e)
+{
+    pthread_mutex_lock(&e->spin_lock);
+    if (e->spinners)
+        quiet_locked(e, 1);
+    pthread_mutex_unlock(&e->spin_lock);
+}
+
+/* Whether the engine has shared-memory rings; read without the token, as a hint (a ring
+ * that comes meanwhile is only read a look later). */
+static int has_rings(coc_engine *e)
+{
+    return __atomic_load_n(&e->shm.head, __ATOMIC_RELAXED) != NULL;
+}
+
+/* A thread starts or stops polling pfd (and the rings) itself: writers to our rings need
+ * not ring while it spins, and the progress thread need not wake for socket events. That
+ * costs two epoll_ctl per wait, the most frequent system call of a shared-memory
+ * ping-pong, so where the sockets are not the traffic (the engine has rings) it is left
+ * to hush, after a spin has lasted YIELD_EVERY_NS; until then the progress thread looks
+ * after the sockets (spin does not). When the last spinner stops, the doorbells are
+ * asked for again (and what came meanwhile is read). */
 static void spinning(coc_engine *e, int on)
 {
     pthread_mutex_lock(&e->spin_lock);
     int edge = on ? e->spinners++ == 0 : --e->spinners == 0;
-    if (edge)
-        coc__poll_mod(e->ofd, e->pfd, on ? 0 : COC__POLL_IN, COC__KEY_INNER);
+    if (edge && (!on || !has_rings(e)))
+        quiet_locked(e, on);
     pthread_mutex_unlock(&e->spin_lock);
     if (!edge || coc__list_empty(&e->shm))
         return;
@@ -71,13 +104,20 @@ static int done(coc_request *r, coc_status *st)
     return 1;
 }
 
-/* One non-blocking look at the sockets, if no other thread is doing it. Reading a ring
- * may have used up its doorbell request (or a new connection's ring has none yet) while
- * the progress thread sleeps: ask for doorbells again before leaving. */
+/* One non-blocking look, if no other thread is doing it: at the rings (memory reads) when
+ * there are any, else at the sockets. Socket traffic needs no look: the progress thread,
+ * or a thread spinning or blocked in the poller, is woken for it; the look only saves a
+ * wake-up when a ring's data is already there, and an epoll_wait per look cost the
+ * binding's post-and-look-once a system call per receive. Reading a ring may have used
+ * up its doorbell request (or a new connection's ring has none yet) while the progress
+ * thread sleeps: ask for doorbells again before leaving. */
 static void poke(coc_engine *e)
 {
     if (pthread_mutex_trylock(&e->plock) == 0) {
-        coc__progress(e, 0);
+        if (!coc__list_empty(&e->shm))
+            coc__progress_rings(e);
+        else
+            coc__progress(e, 0);
         if (coc__going_idle(e))
             coc__wake(e);
         pthread_mutex_unlock(&e->plock);
@@ -92,17 +132,49 @@ typedef struct spin_goal {
     coc_status *st;
 } spin_goal;
 
-static int goal_met(coc_engine *e, spin_goal *g)
+/* One look by a spinner, if no other thread is progressing: the shared-memory rings every
+ * time (memory reads, no system call), the sockets (epoll_wait) when `sockets` or when
+ * there are no rings. While a thread spins, writers to our rings ring no doorbell
+ * (spinning), so the spinner's looks are what reads them. */
+static void look(coc_engine *e, int sockets)
 {
-    if (g->r) {
-        poke(e);
-        return done(g->r, g->st);
-    }
-    return coc_iprobe(e, g->source, g->context, g->tag, g->st);
+    if (pthread_mutex_trylock(&e->plock) != 0)
+        return;
+    if (sockets || coc__list_empty(&e->shm))
+        coc__progress(e, 0);
+    else
+        coc__progress_rings(e);
+    pthread_mutex_unlock(&e->plock);
 }
 
-/* Spin for up to `budget` ns (not past deadline), polling the sockets ourselves and
- * yielding the CPU in between; returns what goal_met last said (> 0: met, < 0: error).
+static int goal_met(coc_engine *e, spin_goal *g, int sockets)
+{
+    look(e, sockets);
+    if (g->r)
+        return done(g->r, g->st);
+    pthread_mutex_lock(&e->lock);
+    int rc = coc__probe_locked(e, g->source, g->context, g->tag, g->st);
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+/* A pause between two looks at memory: no system call, lets a sibling hyperthread run. */
+static inline void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Spin for up to `budget` ns (not past deadline), looking at the rings and, once the
+ * sockets are ours (no rings, or hushed), at them every SOCKET_LOOK_EVERY looks; returns
+ * what goal_met last said (> 0: met, < 0: error). Between looks a spinner that may run
+ * on one CPU only (pinned: a peer of the job likely shares it) yields every time, so that
+ * peer runs and answers; one with CPUs of its own pauses, and yields only every
+ * YIELD_EVERY_NS, to see whether other work wants its CPU — and every time for POLITE_NS
+ * once a peer answered in such a yield (it shares our CPU: more ranks than cores).
  * A yield that took long ran another thread on this CPU: if the goal is still not met
  * then, that thread was not the peer bringing it (pinned ping-pong: the peer runs in our
  * yield and answers), so this core is wanted by other work: stop spinning at once, tell
@@ -115,14 +187,35 @@ static int spin(coc_engine *e, uint64_t start, uint64_t budget, uint64_t deadlin
     if (start >= until || start >= deadline)
         return 0;
     spinning(e, 1);
-    for (uint64_t now = start; now < until && now < deadline; now = coc__now_ns()) {
-        if ((rc = goal_met(e, g)) != 0)
+    uint64_t yielded = start;
+    int sockets = !has_rings(e); /* ours to poll (see spinning) */
+    for (unsigned n = 0;; n++) {
+        if ((rc = goal_met(e, g, sockets && n % SOCKET_LOOK_EVERY == 0)) != 0)
             break;
-        uint64_t before = coc__now_ns();
-        sched_yield(); /* a peer sharing this CPU gets to run (pinned runs, busy machines) */
-        if (coc__now_ns() - before > YIELD_TAKEN_NS && (rc = goal_met(e, g)) == 0) {
-            *contended = 1;
+        uint64_t now = coc__now_ns();
+        if (now >= until || now >= deadline)
             break;
+        if (!sockets && now - start >= YIELD_EVERY_NS) {
+            hush(e);
+            sockets = 1;
+            continue;
+        }
+        if (e->cpus > 1 && now - yielded < YIELD_EVERY_NS &&
+            now >= atomic_load_explicit(&e->polite_until, memory_order_relaxed)) {
+            relax();
+            continue;
+        }
+        sched_yield();
+        yielded = coc__now_ns();
+        if (yielded - now > YIELD_TAKEN_NS) {
+            if ((rc = goal_met(e, g, 1)) == 0) {
+                *contended = 1;
+                break;
+            }
+            /* the peer ran in our yield and answered: it shares our CPU, so yield at
+             * every look for a while (more ranks than cores: a pause holds the CPU the
+             * peer needs, measured 6.7 -> 26.5 us half round trip, 4 ranks on 2 cores) */
+            atomic_store_explicit(&e->polite_until, yielded + POLITE_NS, memory_order_relaxed);
         }
         if (rc)
             break;
@@ -214,6 +307,7 @@ static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
         spinning(e, 0);
         return 0;
     }
+    hush(e);
     int rc;
     coc__progress(e, 0);
     for (;;) {

@@ -88,3 +88,25 @@ def test_bad_allowlist_entries_are_named():
         pickling.set_unpickler(allow=["nodots"])
     with pytest.raises(ValueError, match="has no module and name"):
         pickling.set_unpickler(allow=[42])
+
+
+def test_objects_without_a_large_buffer_pickle_once_with_every_buffer_in_the_stream():
+    small = {"step": 7, "ids": [1, 2, 3], "a": np.arange(10), "b": bytearray(100),
+             "strided": np.arange(4096)[::2]}            # not contiguous: in the stream too
+    stream = pickling.stream(small)
+    assert pickling.dumps(small) == (stream, [])
+    back = pickling.loads(stream)
+    assert back["ids"] == [1, 2, 3] and (back["strided"] == small["strided"]).all()
+
+
+def test_an_object_with_a_large_buffer_is_refused_by_stream_and_sent_out_of_band():
+    big = np.arange(pickling.INBAND_LIMIT, dtype=np.uint8)
+    obj = {"small": np.arange(3), "big": big, "after": "x" * 10}
+    with pytest.raises(pickling.OutOfBand):
+        pickling.stream(obj)
+    stream, buffers = pickling.dumps(obj)
+    assert [b.nbytes for b in buffers] == [big.nbytes]
+    assert np.shares_memory(np.frombuffer(buffers[0], np.uint8), big)   # no copy
+    assert len(stream) < big.nbytes
+    back = pickling.loads(stream, [bytearray(b) for b in buffers])
+    assert (back["big"] == big).all() and back["after"] == "x" * 10

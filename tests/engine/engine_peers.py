@@ -175,3 +175,14 @@ def recv_digest(eng, conn, source, sizes, connect=()):
         except Exception as exc:  # the test asserts which
             out.append(type(exc).__name__)
     return out
+
+
+def echo_after(eng, conn, peer, count, pauses, capacity=8 << 20):
+    """:func:`echo`, pausing ``pauses[i % len(pauses)]`` seconds before answer ``i``."""
+    buf = bytearray(capacity)
+    for i in range(count):
+        st = eng.irecv(buf, peer, engine.ANY_TAG).wait(TIMEOUT)
+        if pauses[i % len(pauses)]:
+            time.sleep(pauses[i % len(pauses)])
+        eng.isend(memoryview(buf)[:st.count], peer, st.tag).wait(TIMEOUT)
+    return count

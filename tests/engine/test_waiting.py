@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+import engine_peers
 from coc import errors
 from hang_bounds import scaled
 
@@ -74,3 +75,36 @@ def test_an_engine_that_never_spins_blocks_every_wait(open_engine):
     blocked = waits["waits_polled"] + waits["waits_slept"]
     assert blocked + waits["waits_at_once"] == 10
     assert waits["waits_unspun"] >= blocked
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_spinning_waits_of_every_length_deliver_every_message(open_engine, spawn, monkeypatch,
+                                                               transport):
+    """Waits forced to spin (``COC_SPIN_LOAD=ignore``, both ends) over the rings or a
+    socket, for answers that come at once, after the spinner stopped leaving the sockets
+    to the progress thread (20 µs) and after it blocked: every message comes back whole,
+    small and rendezvous-sized, and every wait is counted as one ending."""
+    monkeypatch.setenv("COC_SPIN_LOAD", "ignore")
+    kwargs = {"eager_limit": 4096, "shm": transport == "shm", "spin_ns": 200_000}
+    me = open_engine(1, **kwargs)
+    pauses = (0.0, 50e-6, 0.002)               # the child's pause before it answers
+    sizes = (8, 100, 8, 64 << 10)
+    count = len(pauses) * len(sizes) * 3
+    child = spawn(2, "echo_after", peer=1, count=count, pauses=pauses, engine_kwargs=kwargs)
+
+    def address(a):  # the tcp case hides the same-host address
+        return " ".join(w for w in a.split() if transport != "tcp" or w.startswith("tcp:"))
+
+    me.add_peer(2, address(child.address))
+    me.set_route(2, [2])
+    child.connect({1: address(me.address)}, {1: [1]})
+    before = me.stats()
+    for seq in range(count):
+        size = sizes[seq % len(sizes)]
+        data, out = engine_peers.payload(seq, size), np.zeros(size, np.uint8)
+        r = me.irecv(out, 2, tag=seq)
+        me.isend(data, 2, tag=seq).wait(TIMEOUT)
+        assert r.wait(TIMEOUT).count == size and (out == data).all()
+    assert child.result() == count
+    waits = _delta(before, me.stats(), ENDINGS)
+    assert count <= sum(waits.values()) <= 2 * count   # a send's wait and a receive's

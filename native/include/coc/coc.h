@@ -109,6 +109,10 @@ int coc_pair_key(const uint8_t *secret, size_t secret_len, uint32_t a, uint32_t 
  * onto shm_ring. */
 #define COC_ENGINE_SHM 0x2     /* use shared memory with same-host peers (the default) */
 #define COC_ENGINE_NO_SHM 0x4  /* never: the unix socket only */
+/* Waits spin whatever the machine's load (a node the job owns, where its own ranks and
+ * progress threads are the load): without it they spin only while every runnable thread
+ * of the machine has a core. The binding maps COC_SPIN_LOAD=ignore onto it. */
+#define COC_ENGINE_SPIN_ANY_LOAD 0x8
 
 typedef struct coc_engine_config {
     uint32_t self_id;            /* this endpoint's id */
