@@ -3,6 +3,8 @@
 # Edit freely. coc-run fills in its placeholders (a dollar sign and a lower-case name in
 # braces; docs/launcher.md, "--batch"); anything else, such as $HOME or ${PBS_JOBID},
 # is left to the shell.
+# The lines after the directives are the same for every scheduler, on purpose: each
+# script stands alone (the scheduler runs this one file).
 #PBS -N coc-0123abcd-b
 #PBS -l nodes=3:ppn=2
 #PBS -l walltime=01:00:00

@@ -4,6 +4,8 @@
 # braces; docs/launcher.md, "--batch"); anything else, such as $HOME or ${JOB_ID},
 # is left to the shell. Name the site's parallel
 # environment with the profile's batch setting 'pe' (e.g. pe: "mpi 8").
+# The lines after the directives are the same for every scheduler, on purpose: each
+# script stands alone (the scheduler runs this one file).
 #$ -N coc-0123abcd-b
 #$ -S /bin/bash
 #$ -cwd
