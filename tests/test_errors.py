@@ -13,6 +13,9 @@ ROOT = pathlib.Path(errors.__file__).parent
 ELSEWHERE = {
     # mpi4py's own name, part of the compatibility layer's API (MPI.Exception), not coc's.
     ("coc/mpi4py/errors.py", "Exception"),
+    # pickling's stop signal on the small-object path (a buffer too large for the stream was
+    # found): raised and caught inside coc.comm, never an error a user sees.
+    ("coc/comm/pickling.py", "OutOfBand"),
 }
 
 
