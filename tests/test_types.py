@@ -20,9 +20,6 @@ ANNOTATED = ["coc", "coc.errors", "coc.comm", "coc.topology", "coc.testbed",
 #: The packages mypy checks strictly (pyproject.toml): every function annotated.
 STRICT = ["coc", "coc.errors", "coc.comm", "coc.comm.*", "coc.topology", "coc.topology.*",
           "coc.testbed", "coc.testbed.*"]
-#: Not yet: in the modules of coc.comm still read for their names only (pyproject.toml).
-NOT_YET = {"coc.comm.communicator.Communicator.__init__", "coc.comm.pickling.set_unpickler",
-           "coc.comm.pickling.unpickler_mode"}
 
 
 def _callables(module):
@@ -53,8 +50,7 @@ def _unannotated(function):
 def test_the_public_api_is_annotated(module_name):
     module = importlib.import_module(module_name)
     missing = {name: gaps for name, function in _callables(module)
-               if f"{function.__module__}.{function.__qualname__}" not in NOT_YET
-               and (gaps := _unannotated(function))}
+               if (gaps := _unannotated(function))}
     assert missing == {}
 
 

@@ -8,16 +8,21 @@ collectively when it is made, so traffic of two communicators never mixes.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NoReturn, Optional, Union
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Union, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from coc.comm import transport
 from coc.comm.buffers import IN_PLACE, as_array, as_vector, contiguous
 from coc.comm.collectives import base, flat, hierarchical
 from coc.comm.ops import SUM, Op
-from coc.comm.request import Request, Single, Status, run, translate
+from coc.comm.request import Envelope, Part, Request, Single, Status, Steps, run, translate
 from coc.errors import PeerLost, TruncationError
+
+if TYPE_CHECKING:
+    from coc.comm.world import World
 
 __all__ = ["Communicator", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED"]
 
@@ -34,30 +39,35 @@ BufferArg = Any
 ReduceOp = Union[Op, Callable[[Any, Any], Any]]
 #: A status to fill (mpi4py's ``status=``), or None.
 StatusArg = Optional[Status]
+#: A vector collective's buffer as :func:`coc.comm.buffers.as_vector` gives it:
+#: (flat array, counts, displacements).
+_Vector = tuple[npt.NDArray[Any], list[int], list[int]]
 
 
 class _Hierarchy:
     """A communicator seen by site: local communicator, leaders communicator, rank maps."""
 
-    def __init__(self, comm):
+    def __init__(self, comm: Communicator) -> None:
         names = list(dict.fromkeys(comm.site_of(r) for r in range(comm.size)))
         self.site_of = [names.index(comm.site_of(r)) for r in range(comm.size)]
         self.members = [[r for r in range(comm.size) if self.site_of[r] == s]
                         for s in range(len(names))]
         self.local_rank = [self.members[s].index(r) for r, s in enumerate(self.site_of)]
-        self.local = comm._split(self.site_of[comm.rank], comm.rank, f"{comm.name}/site")
+        local = comm._split(self.site_of[comm.rank], comm.rank, f"{comm.name}/site")
+        assert local is not None             # a site's index is never UNDEFINED
+        self.local = local
         leader = self.local_rank[comm.rank] == 0
         self.leaders = comm._split(0 if leader else UNDEFINED, comm.rank,
                                    f"{comm.name}/leaders")
 
 
-def _null():
+def _null() -> Steps[tuple[None, Status]]:
     """The steps of a send to or receive from ``PROC_NULL``: none (generator)."""
     yield from ()
     return None, Status(PROC_NULL, ANY_TAG, 0)
 
 
-def _op(op):
+def _op(op: ReduceOp) -> Op:
     """Return ``op`` as an :class:`Op` (a plain function is a non-commutative user op)."""
     return op if isinstance(op, Op) else Op(op, commute=False)
 
@@ -69,15 +79,15 @@ class Communicator:
     :meth:`Split` and :meth:`Split_level`.
     """
 
-    def __init__(self, world, ranks, block, name):
+    def __init__(self, world: World, ranks: Iterable[int], block: int, name: str) -> None:
         self._world = world
         self._ranks = tuple(ranks)                     # world rank of each rank
-        self._of_world = {w: r for r, w in enumerate(self._ranks)}
+        self._of_world: dict[int | None, int] = {w: r for r, w in enumerate(self._ranks)}
         self._context = block * transport.CONTEXTS
         self._block = block
         self._tags = 0
-        self._op_tag = None            # set while a non-blocking collective advances
-        self._hier = None
+        self._op_tag: int | None = None   # set while a non-blocking collective advances
+        self._hier: _Hierarchy | None = None
         self.name = name
         world.comm_names.setdefault(block, name)
         self.rank = self._of_world[world.rank]
@@ -135,20 +145,26 @@ class Communicator:
         """Return ``{level: color}`` of ``rank`` (default: this rank) at every level."""
         return {level: self.color(level, rank) for level in ("wan", "site", "network", "host")}
 
-    def _site_count(self):
+    def _site_count(self) -> int:
         return len({self._world.sites[w] for w in self._ranks})
 
-    def _rank_of(self, endpoint):
+    @overload
+    def _rank_of(self, endpoint: int) -> int: ...
+    @overload
+    def _rank_of(self, endpoint: None) -> None: ...
+
+    def _rank_of(self, endpoint: int | None) -> int | None:
+        """Return the rank of world rank (engine endpoint) ``endpoint``, or it unchanged."""
         return self._of_world.get(endpoint, endpoint)
 
-    def _endpoint(self, rank):
+    def _endpoint(self, rank: int) -> int:
         if rank == ANY_SOURCE:
             return ANY_SOURCE
         if not 0 <= rank < self.size:
             raise ValueError(f"{self.name}: rank {rank} out of range 0..{self.size - 1}")
         return self._ranks[rank]
 
-    def _irecv(self, buf, source, tag, slot):
+    def _irecv(self, buf: Any, source: int, tag: int, slot: int) -> Part:
         """Post a receive on context ``slot`` from rank ``source``: site MPI or the engine.
 
         ``buf`` None receives a message of any size into memory the engine (or MPI)
@@ -156,13 +172,14 @@ class Communicator:
         """
         return self._lanes.irecv(buf, self._endpoint(source), tag, slot)
 
-    def _next_collective_tag(self):
+    def _next_collective_tag(self) -> int:
         if self._op_tag is not None:
             return self._op_tag
         self._tags = (self._tags + 1) & transport.OWN_TAGS
         return self._tags
 
-    def _nonblocking(self, name, *args, then=None):
+    def _nonblocking(self, name: str, *args: Any,
+                     then: Callable[[Any], object] | None = None) -> Request:
         """Start flat collective ``name`` as a :class:`Request` (mpi4py's ``I...`` methods).
 
         Every message of the operation carries one tag taken now, in program order, so
@@ -172,7 +189,7 @@ class Communicator:
                              self._next_collective_tag())
         return Request(steps if then is None else base.then(steps, then), self)
 
-    def _hierarchy(self):
+    def _hierarchy(self) -> _Hierarchy:
         if self._hier is None:
             self._hier = _Hierarchy(self)
         return self._hier
@@ -181,7 +198,7 @@ class Communicator:
         """Return this process's message counters (see ``coc.comm.counters``)."""
         return dict(self._world.counters)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<coc.Communicator {self.name} rank {self.rank} of {self.size}>"
 
     # -- point to point: objects ----------------------------------------------------------
@@ -208,11 +225,11 @@ class Communicator:
             return
         _wait(self, transport.post(self, message, dest, tag, transport.OBJ))
 
-    def _post_obj(self, obj, dest, tag):
+    def _post_obj(self, obj: Any, dest: int, tag: int) -> Part:
         _check_tag(tag)
         return transport.post_obj(self, obj, dest, tag, transport.OBJ)
 
-    def _recv_obj(self, source, tag):
+    def _recv_obj(self, source: int, tag: int) -> Steps[tuple[Any, Status]]:
         obj, st = yield from transport.recv_obj(self, source, tag, transport.OBJ)
         return obj, Status(self._rank_of(st.source), st.tag, st.count)
 
@@ -240,9 +257,9 @@ class Communicator:
         if source == PROC_NULL:
             return self.irecv(buf, source, tag).wait(status)
         self._endpoint(source)
-        obj, st = run(self._recv_obj(source, tag), self)
+        obj, got = run(self._recv_obj(source, tag), self)
         if status is not None:
-            status._fill(st)
+            status._fill(got)
         return obj
 
     def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: BufferArg = None,
@@ -255,7 +272,7 @@ class Communicator:
         sent.wait()
         return obj
 
-    def _probe(self, source, tag, ctx, status, block):
+    def _probe(self, source: int, tag: int, ctx: int, status: StatusArg, block: bool) -> bool:
         st = self._lanes.probe(self._endpoint(source), tag, ctx, block)
         if st is None:
             return False
@@ -282,7 +299,9 @@ class Communicator:
         if (self._direct and type(buf) is np.ndarray and 0 <= dest < self.size
                 and 0 <= tag <= MAX_TAG and buf.flags.c_contiguous):   # the fast path
             target = self._ranks[dest]
-            part = self._isend(buf, target, tag, self._context + transport.BUF)
+            # ndarray has the buffer protocol; its stubs do not say so (typing_extensions.Buffer)
+            part: Part = self._isend(buf, target, tag,  # type: ignore[arg-type]
+                                     self._context + transport.BUF)
             self._world.count(target, buf.nbytes)
             return Single(part, self, False)
         _check_tag(tag)
@@ -297,7 +316,8 @@ class Communicator:
                 and 0 <= tag <= MAX_TAG and buf.flags.c_contiguous):   # the fast path
             target = self._ranks[dest]
             try:
-                self._send(buf, target, tag, self._context + transport.BUF)
+                self._send(buf, target, tag,  # type: ignore[arg-type]  # ndarray: a buffer
+                           self._context + transport.BUF)
             except PeerLost as exc:
                 raise translate(self, exc) from None
             self._world.count(target, buf.nbytes)
@@ -319,8 +339,10 @@ class Communicator:
         if (self._direct and type(buf) is np.ndarray and ANY_SOURCE <= source < self.size
                 and buf.flags.c_contiguous):               # the fast path
             try:
-                st = self._recv(buf, self._ranks[source] if source >= 0 else source,
-                                tag, self._context + transport.BUF)
+                st: Envelope = self._recv(
+                    buf,  # type: ignore[arg-type]  # ndarray: a buffer
+                    self._ranks[source] if source >= 0 else source,
+                    tag, self._context + transport.BUF)
             except (TruncationError, PeerLost) as exc:
                 raise translate(self, exc) from None
             if status is not None:
@@ -358,7 +380,8 @@ class Communicator:
         return self._probe(source, tag, transport.BUF, status, False)
 
     # -- collectives: objects -------------------------------------------------------------
-    def _collective(self, name, algorithm, *args, commutative=True):
+    def _collective(self, name: str, algorithm: str | None, *args: Any,
+                    commutative: bool = True) -> Any:
         """Run collective ``name`` with the multi-level or the flat algorithm."""
         if base.CHECK_ALL:
             base.check_signature(self, name, args)
@@ -426,14 +449,17 @@ class Communicator:
         if result is not arr and self.rank != root:
             arr[...] = result.reshape(arr.shape)
 
-    def _reduction_input(self, sendbuf, recvbuf):
+    def _reduction_input(self, sendbuf: BufferArg, recvbuf: BufferArg) -> npt.NDArray[Any]:
         """Return a private copy of this rank's input (scans combine into it in place)."""
         return contiguous(as_array(recvbuf if sendbuf is IN_PLACE else sendbuf)).copy()
 
-    def _accumulator(self, sendbuf, recvbuf):
+    def _accumulator(self, sendbuf: BufferArg, recvbuf: BufferArg) -> npt.NDArray[Any]:
         """Return a private array holding this rank's input: ``recvbuf`` itself when it can."""
         out = None if recvbuf is None else as_array(recvbuf)
         data = out if sendbuf is IN_PLACE else as_array(sendbuf)
+        if data is None:
+            raise ValueError(f"{self.name}: IN_PLACE needs a receive buffer (rank {self.rank} "
+                             f"has none: only the root of Reduce may pass IN_PLACE)")
         if out is not None and out.flags.c_contiguous and (
                 sendbuf is IN_PLACE or out.dtype == data.dtype and out.size == data.size
                 and not np.shares_memory(out, data)):
@@ -473,10 +499,10 @@ class Communicator:
         if result is not None:
             _store(recvbuf, result)
 
-    def _send_piece(self, sendbuf):
+    def _send_piece(self, sendbuf: BufferArg) -> npt.NDArray[Any] | None:
         return None if sendbuf is IN_PLACE else contiguous(as_array(sendbuf)).reshape(-1)
 
-    def _multilevel(self, algorithm):
+    def _multilevel(self, algorithm: str | None) -> bool:
         """Return True when the vector collectives should go through the multi-level ones."""
         return base.use_topology(self._site_count(), self.size, algorithm)
 
@@ -488,7 +514,7 @@ class Communicator:
         piece = self._send_piece(sendbuf)
         if self._multilevel(algorithm):          # the pieces travel as (unpickled) arrays
             pieces = self.gather(piece, root, algorithm)
-            if recv is not None:
+            if recv is not None and pieces is not None:   # both at the root
                 _place(recv, pieces)
             return
         self._collective("gatherv", None, piece, recv, root)
@@ -578,13 +604,13 @@ class Communicator:
         return self._nonblocking("alltoall", sendobj)
 
     # -- communicators --------------------------------------------------------------------
-    def _agree_block(self):
+    def _agree_block(self) -> int:
         """Return a context block free on every rank (flat max-reduction of the next free)."""
         block = run(flat.allreduce(self, self._world.next_block, Op(max)), self)
         self._world.next_block = block + 1
         return block
 
-    def _split(self, color, key, name):
+    def _split(self, color: Any, key: int, name: str) -> Communicator | None:
         pairs = run(flat.allgather(self, (color, key)), self)
         block = self._agree_block()
         if color == UNDEFINED or color is None:
@@ -650,7 +676,7 @@ class Communicator:
         await aio.wait(self.Isend(buf, dest, tag))
 
 
-def _wait(comm, request):
+def _wait(comm: Communicator, request: Part) -> Envelope:
     """Wait for one engine request; name ranks of ``comm`` in its errors."""
     try:
         return request.wait()
@@ -658,12 +684,12 @@ def _wait(comm, request):
         raise translate(comm, exc) from None
 
 
-def _check_tag(tag):
+def _check_tag(tag: int) -> None:
     if not 0 <= tag <= MAX_TAG:
         raise ValueError(f"tag {tag} out of range 0..{MAX_TAG}")
 
 
-def _place(recv, pieces):
+def _place(recv: _Vector, pieces: Sequence[Any]) -> None:
     """Copy ``pieces[r]`` into piece ``r`` of ``recv`` = (array, counts, displs); None: skip."""
     arr, counts, displs = recv
     for piece, n, d in zip(pieces, counts, displs):
@@ -671,7 +697,7 @@ def _place(recv, pieces):
             arr[d:d + n] = piece
 
 
-def _store(recvbuf, result):
+def _store(recvbuf: BufferArg, result: Any) -> None:
     """Copy ``result`` into the receive buffer argument."""
     out = as_array(recvbuf)
     if not np.shares_memory(out, result):

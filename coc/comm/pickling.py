@@ -14,6 +14,8 @@ the classes the user allows; what its constructors allocate is bounded by the me
 docs/security.md says which mode protects against what.
 """
 
+from __future__ import annotations
+
 import collections
 import copyreg
 import functools
@@ -21,10 +23,12 @@ import io
 import math
 import os
 import pickle
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, TypedDict
 
 __all__ = ["INBAND_LIMIT", "ALLOCATION_FACTOR", "ALLOCATION_SLACK", "dumps", "loads",
-           "stream", "OutOfBand", "dumps_out_of_band", "restricting", "set_unpickler", "unpickler_mode", "allowed_globals",
-           "RestrictedUnpickler"]
+           "stream", "OutOfBand", "dumps_out_of_band", "restricting", "set_unpickler",
+           "unpickler_mode", "allowed_globals", "RestrictedUnpickler"]
 
 #: Out-of-band buffers smaller than this many bytes are kept inside the pickle stream.
 INBAND_LIMIT = 4096
@@ -33,9 +37,24 @@ INBAND_LIMIT = 4096
 ALLOCATION_FACTOR = 8
 ALLOCATION_SLACK = 1 << 16
 
+#: How received objects are unpickled (:func:`set_unpickler`).
+Mode = Literal["default", "restricted", "restricted-all"]
+#: Something the restricted modes may accept: a class or function, or its name.
+Allowed = Any
+#: A received object's buffer: anything with the buffer protocol (pickle's own typing).
+_Buffer = Any
+
 _MODES = ("default", "restricted", "restricted-all")
-_state = {"mode": "restricted" if os.environ.get("COC_RESTRICTED_UNPICKLE") == "1"
-          else "default", "allow": frozenset()}
+
+
+class _State(TypedDict, total=False):
+    mode: Mode
+    allow: frozenset[tuple[str, str]]
+    numpy_guarded: bool          # the NumPy constructors are in _GUARDS
+
+
+_state: _State = {"mode": "restricted" if os.environ.get("COC_RESTRICTED_UNPICKLE") == "1"
+                  else "default", "allow": frozenset()}
 
 _SAFE_BUILTINS = frozenset({
     "int", "float", "complex", "bool", "str", "bytes", "bytearray", "list", "tuple", "dict",
@@ -52,20 +71,20 @@ _NUMPY_FUNCS = frozenset({"_reconstruct", "_frombuffer", "scalar"})
 _OLD_MODULES = {"__builtin__": "builtins", "copy_reg": "copyreg"}
 
 
-def _global_name(item):
+def _global_name(item: Allowed) -> tuple[str, str]:
     """Return ``(module, qualified name)`` of an allowlist entry: an object or its name."""
     if isinstance(item, str):
         module, sep, name = item.partition(":") if ":" in item else item.rpartition(".")
         if not (module and name):
             raise ValueError(f"allow: {item!r} is not 'module.name' or 'module:qualname'")
         return module, name
-    module, name = getattr(item, "__module__", None), getattr(item, "__qualname__", None)
-    if not (module and name):
+    owner, qualname = getattr(item, "__module__", None), getattr(item, "__qualname__", None)
+    if not (owner and qualname):
         raise ValueError(f"allow: {item!r} has no module and name (give a class or function)")
-    return module, name
+    return owner, qualname
 
 
-def set_unpickler(mode=None, *, allow=None):
+def set_unpickler(mode: Mode | None = None, *, allow: Iterable[Allowed] | None = None) -> None:
     """Choose how received objects are unpickled, and which globals restricted modes accept.
 
     Parameters
@@ -100,17 +119,17 @@ def set_unpickler(mode=None, *, allow=None):
         _state["mode"] = mode
 
 
-def unpickler_mode():
+def unpickler_mode() -> Mode:
     """Return the current mode of :func:`set_unpickler`."""
     return _state["mode"]
 
 
-def allowed_globals():
+def allowed_globals() -> frozenset[tuple[str, str]]:
     """Return the ``(module, name)`` pairs added to the restricted allowlist by the user."""
     return _state["allow"]
 
 
-def _count(value):
+def _count(value: Any) -> int:
     """Return how many items building a container from ``value`` makes, or 0 (unknown)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -120,45 +139,48 @@ def _count(value):
         return 2**63 if isinstance(value, range) else 0   # a range too long for len()
 
 
-def _items_size(value=(), *_):
+def _items_size(value: Any = (), *_: Any) -> int:
     return 8 * _count(value)
 
 
-def _bytes_size(value=b"", *_):
+def _bytes_size(value: Any = b"", *_: Any) -> int:
     return _count(value)
 
 
-def _array_size(shape=(), dtype=float, *_):
+def _array_size(shape: Any = (), dtype: Any = float, *_: Any) -> int:
     import numpy
 
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return math.prod(shape) * numpy.dtype(dtype).itemsize
 
 
-def _reconstruct_size(subtype, shape=(), dtype=b"b", *_):
+def _reconstruct_size(subtype: Any, shape: Any = (), dtype: Any = b"b", *_: Any) -> int:
     return _array_size(shape, dtype)
 
 
-def _mareconstruct_size(subtype, baseclass, baseshape=(), basetype=float, *_):
+def _mareconstruct_size(subtype: Any, baseclass: Any, baseshape: Any = (),
+                        basetype: Any = float, *_: Any) -> int:
     return 2 * _array_size(baseshape, basetype)   # data and mask
 
 
-def _reconstructor_size(cls, base, state=None):
+def _reconstructor_size(cls: Any, base: Any, state: Any = None) -> int:
     guard = _GUARDS.get(base)
     return 0 if guard is None or state is None else guard(state)
 
 
-_GUARDS = {bytes: _bytes_size, bytearray: _bytes_size, list: _items_size, tuple: _items_size,
-           set: _items_size, frozenset: _items_size, dict: _items_size,
-           collections.deque: _items_size, collections.OrderedDict: _items_size,
-           copyreg._reconstructor: _reconstructor_size}
+#: ``{constructor: size(*args)}``: what a call of the constructor would allocate, in bytes.
+_GUARDS: dict[Any, Callable[..., int]] = {
+    bytes: _bytes_size, bytearray: _bytes_size, list: _items_size, tuple: _items_size,
+    set: _items_size, frozenset: _items_size, dict: _items_size,
+    collections.deque: _items_size, collections.OrderedDict: _items_size,
+    copyreg._reconstructor: _reconstructor_size}  # type: ignore[attr-defined]  # private
 
 
-def _numpy_guards():
+def _numpy_guards() -> None:
     """Add the NumPy constructors that take a shape (NumPy is imported only when needed)."""
     import numpy
 
-    _state["numpy guarded"] = True
+    _state["numpy_guarded"] = True
     _GUARDS[numpy.ndarray] = _array_size
     for module in _NUMPY_MODULES:
         try:
@@ -167,10 +189,15 @@ def _numpy_guards():
             continue
         if hasattr(found, "_reconstruct"):
             _GUARDS[found._reconstruct] = _reconstruct_size
-    _GUARDS[numpy.ma.core._mareconstruct] = _mareconstruct_size
+    _GUARDS[numpy.ma.core._mareconstruct] = _mareconstruct_size  # type: ignore[attr-defined]
 
 
-class RestrictedUnpickler(pickle._Unpickler):
+#: pickle's Python unpickler (typeshed types ``pickle._Unpickler`` as the C one, without the
+#: ``stack``, ``dispatch`` and ``load_*`` this class extends).
+_PyUnpickler: Any = pickle._Unpickler
+
+
+class RestrictedUnpickler(_PyUnpickler):
     """An unpickler that builds only builtin data types, NumPy arrays and allowed globals.
 
     Constructors that take a size (``bytearray(n)``, ``list(range(n))``, ``ndarray(shape)``)
@@ -181,15 +208,16 @@ class RestrictedUnpickler(pickle._Unpickler):
     arrays travel as out-of-band buffers, not in the stream.
     """
 
-    dispatch = dict(pickle._Unpickler.dispatch)
+    dispatch = dict(_PyUnpickler.dispatch)
 
-    def __init__(self, file, *, buffers=None, allowance=None):
+    def __init__(self, file: io.BytesIO, *, buffers: Iterable[_Buffer] | None = None,
+                 allowance: int | None = None) -> None:
         super().__init__(file, buffers=buffers)
         if allowance is None:
             allowance = ALLOCATION_FACTOR * len(file.getbuffer()) + ALLOCATION_SLACK
         self.allowance = allowance
 
-    def _charge(self, target, args):
+    def _charge(self, target: Any, args: Any) -> None:
         """Take what ``target(*args)`` would allocate from the allowance, or refuse it."""
         guard = _GUARDS.get(target)
         if guard is None:
@@ -208,26 +236,26 @@ class RestrictedUnpickler(pickle._Unpickler):
                 f"{ALLOCATION_SLACK})")
         self.allowance -= nbytes
 
-    def load_reduce(self):
+    def load_reduce(self) -> None:
         self._charge(self.stack[-2], self.stack[-1])
         super().load_reduce()
     dispatch[pickle.REDUCE[0]] = load_reduce
 
-    def load_newobj(self):
+    def load_newobj(self) -> None:
         self._charge(self.stack[-2], self.stack[-1])
         super().load_newobj()
     dispatch[pickle.NEWOBJ[0]] = load_newobj
 
-    def load_newobj_ex(self):
+    def load_newobj_ex(self) -> None:
         self._charge(self.stack[-3], self.stack[-2])
         super().load_newobj_ex()
     dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
 
-    def _instantiate(self, klass, args):
+    def _instantiate(self, klass: Any, args: Any) -> None:
         self._charge(klass, args)
         super()._instantiate(klass, args)
 
-    def find_class(self, module, name):
+    def find_class(self, module: str, name: str) -> Any:
         """Return the allowed global ``module.name``; refuse everything else."""
         module = _OLD_MODULES.get(module, module)   # names in protocol 0-2 pickles
         if not self._allowed(module, name):
@@ -235,12 +263,12 @@ class RestrictedUnpickler(pickle._Unpickler):
                 f"restricted unpickler: global {module}.{name} is not allowed (only builtin "
                 f"data types, NumPy arrays and what coc.comm.set_unpickler(allow=[...]) "
                 f"adds)")
-        if module.startswith("numpy") and "numpy guarded" not in _state:
+        if module.startswith("numpy") and "numpy_guarded" not in _state:
             _numpy_guards()
         return super().find_class(module, name)
 
     @staticmethod
-    def _allowed(module, name):
+    def _allowed(module: str, name: str) -> bool:
         if (module, name) in _state["allow"]:
             return True
         if module == "builtins":
@@ -257,7 +285,7 @@ class OutOfBand(Exception):
     """The object holds a buffer to send out of band: :func:`stream` stops, use :func:`dumps`."""
 
 
-def _inband(pb):
+def _inband(pb: pickle.PickleBuffer) -> bool:
     """``buffer_callback`` of :func:`stream`: keep small buffers in the stream, stop at a
     large one (most objects hold none, and then this is never called at all)."""
     try:
@@ -276,7 +304,7 @@ def _inband(pb):
 stream = functools.partial(pickle.dumps, protocol=5, buffer_callback=_inband)
 
 
-def dumps(obj):
+def dumps(obj: Any) -> tuple[bytes, list[memoryview]]:
     """Return ``(stream, buffers)``: the pickle bytes and the out-of-band buffers of ``obj``.
 
     ``buffers`` are C-contiguous memoryviews of ``obj``'s own memory (no copy).
@@ -298,12 +326,12 @@ def dumps(obj):
         return dumps_out_of_band(obj)
 
 
-def dumps_out_of_band(obj):
+def dumps_out_of_band(obj: Any) -> tuple[bytes, list[memoryview]]:
     """:func:`dumps` for an object :func:`stream` refused: pickle it collecting its large
     buffers (they were not copied into the dropped stream, so the first try cost little)."""
-    buffers = []
+    buffers: list[memoryview] = []
 
-    def keep(pb):
+    def keep(pb: pickle.PickleBuffer) -> bool:
         try:
             view = pb.raw()
         except BufferError:
@@ -316,13 +344,13 @@ def dumps_out_of_band(obj):
     return pickle.dumps(obj, protocol=5, buffer_callback=keep), buffers
 
 
-def restricting():
+def restricting() -> bool:
     """True when some messages are unpickled by the restricted unpickler: only then need
     a receiver work out whether a message's sender is foreign (:func:`loads`)."""
     return _state["mode"] != "default"
 
 
-def loads(stream, buffers=(), *, foreign=False):
+def loads(stream: _Buffer, buffers: Sequence[_Buffer] = (), *, foreign: bool = False) -> Any:
     """Return the object of ``stream`` with its out-of-band ``buffers``.
 
     ``foreign`` says the sender runs on another site (the restricted mode applies then).

@@ -18,26 +18,45 @@ Hot path: :class:`EngineLanes` hands out the engine's own bound methods (``send`
 port (docs/performance.md, "Small messages from Python").
 """
 
+from __future__ import annotations
+
 import os
 import secrets
 import socket
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from coc import realmpi
 from coc._native import engine as native
 from coc.comm import sitempi
 from coc.errors import LaunchError
-from coc.routes import apply_delays, apply_routes, apply_wire, next_hops, parse_routes
+from coc.comm.request import Envelope, Part
+from coc.routes import Routes, apply_delays, apply_routes, apply_wire, next_hops, parse_routes
+
+if TYPE_CHECKING:
+    from coc import rendezvous
 
 __all__ = ["Port", "EngineLanes", "MixedLanes", "site_mpi_enabled", "open_under_coc_run",
-           "open_from_site_mpi", "open_alone"]
+           "open_from_site_mpi", "open_alone", "Joined"]
 
 
-def site_mpi_enabled():
+class Joined(TypedDict):
+    """What a rank learns when it opens the engine: its rank, the job's size, its routes
+    and the ``(site, host)`` of every rank (None: the ranks must tell each other)."""
+
+    rank: int
+    size: int
+    routes: Routes
+    placement: list[tuple[str, ...]] | None
+
+
+def site_mpi_enabled() -> bool:
     """Return True when ``COC_SITE_MPI=1`` and the site's mpi4py is importable."""
     return os.environ.get("COC_SITE_MPI") == "1" and realmpi.available()
 
 
-def site_mpi_size():
+def site_mpi_size() -> int:
     """Return the number of processes in the site's MPI job (its ``COMM_WORLD``)."""
     return realmpi.mpi().COMM_WORLD.Get_size()
 
@@ -45,12 +64,12 @@ def site_mpi_size():
 class Port:
     """This process's engine and, once :meth:`use_site_mpi` ran, the site's MPI job."""
 
-    def __init__(self, engine):
+    def __init__(self, engine: native.Engine) -> None:
         self.engine = engine
-        self.site_mpi = None             # sitempi.SiteMPI when the site's MPI carries messages
+        self.site_mpi: sitempi.SiteMPI | None = None   # when the site's MPI carries messages
         self.fileno, self.drain = engine.fileno, engine.drain
 
-    def use_site_mpi(self, rank, site):
+    def use_site_mpi(self, rank: int, site: str) -> None:
         """Let the site's MPI carry messages between ranks of its job and of ``site``.
 
         Collective over the MPI job (every process tells its world rank and site).
@@ -58,11 +77,12 @@ class Port:
         self.site_mpi = sitempi.SiteMPI(realmpi.mpi(), rank, site)
 
     @property
-    def polls(self):
+    def polls(self) -> bool:
         """True when requests may complete through the site's MPI, which has no fd to wait on."""
         return self.site_mpi is not None
 
-    def lanes(self, ranks, block, context, slots):
+    def lanes(self, ranks: Iterable[int], block: int, context: int,
+              slots: int) -> EngineLanes:
         """Return how a communicator of world ranks ``ranks`` reaches its peers.
 
         ``block`` is its context block, ``context`` its first engine context, ``slots``
@@ -75,23 +95,23 @@ class Port:
                 return MixedLanes(self.engine, context, mpi)
         return EngineLanes(self.engine, context)
 
-    def tag_ub(self):
+    def tag_ub(self) -> int | None:
         """Return the site's MPI's largest tag, or None when only the engine carries messages."""
         if self.site_mpi is None:
             return None
         MPI = self.site_mpi.MPI
         return MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)
 
-    def set_peer_delay(self, peer, seconds):
+    def set_peer_delay(self, peer: int, seconds: float) -> None:
         """Delay every frame to endpoint ``peer`` by ``seconds`` (emulated latency)."""
         self.engine.set_peer_delay(peer, seconds)
 
-    def serve_control(self, describe):
+    def serve_control(self, describe: rendezvous.Describe) -> threading.Thread | None:
         """Answer coc-run's status questions about this engine (``coc.rendezvous``)."""
         from coc import rendezvous
         return rendezvous.serve_control(self.engine, describe)
 
-    def close(self):
+    def close(self) -> None:
         """Close the engine (pending requests fail)."""
         self.engine.close()
 
@@ -106,23 +126,23 @@ class EngineLanes:
 
     direct = True               # point-to-point may use the engine's bound methods directly
 
-    def __init__(self, engine, context):
+    def __init__(self, engine: native.Engine, context: int) -> None:
         self.context = context
         self.send, self.recv, self.recv_alloc = engine.send, engine.recv, engine.recv_alloc
         self.isend_direct = engine.isend
         self._engine = engine
 
-    def via_mpi(self, target):
+    def via_mpi(self, target: int) -> bool:
         """Return True when messages to world rank ``target`` go through the site's MPI."""
         return False
 
-    def isend(self, buf, target, tag, slot):
+    def isend(self, buf: Any, target: int, tag: int, slot: int) -> Part:
         """Start sending ``buf`` (or a list of buffers, as one message) to ``target``."""
         if type(buf) is list:
             return self._engine.isendv(buf, target, tag, self.context + slot)
         return self._engine.isend(buf, target, tag, self.context + slot)
 
-    def irecv(self, buf, source, tag, slot):
+    def irecv(self, buf: Any, source: int, tag: int, slot: int) -> Part:
         """Start receiving into ``buf`` from world rank ``source`` (-1: any).
 
         ``buf`` None receives a message of any size into memory of its size
@@ -132,7 +152,7 @@ class EngineLanes:
             return self._engine.irecv_alloc(source, tag, self.context + slot)
         return self._engine.irecv(buf, source, tag, self.context + slot)
 
-    def probe(self, source, tag, slot, block):
+    def probe(self, source: int, tag: int, slot: int, block: bool) -> Envelope | None:
         """Return the status of a matching message not yet received (wait if ``block``),
         or None."""
         if block:
@@ -150,28 +170,28 @@ class MixedLanes(EngineLanes):
 
     direct = False
 
-    def __init__(self, engine, context, mpi):
+    def __init__(self, engine: native.Engine, context: int, mpi: sitempi.MPIComm) -> None:
         super().__init__(engine, context)
         self.mpi = mpi
 
-    def via_mpi(self, target):
+    def via_mpi(self, target: int) -> bool:
         return target in self.mpi.rank_of
 
-    def isend(self, buf, target, tag, slot):
+    def isend(self, buf: Any, target: int, tag: int, slot: int) -> Part:
         if target not in self.mpi.rank_of:
             return super().isend(buf, target, tag, slot)
         if type(buf) is list:             # MPI has no gather of raw bytes: join once
             buf = b"".join(buf)
         return self.mpi.isend(buf, target, tag, slot)
 
-    def irecv(self, buf, source, tag, slot):
+    def irecv(self, buf: Any, source: int, tag: int, slot: int) -> Part:
         if source < 0 or source in self.mpi.rank_of:
             return self.mpi.irecv(buf, source, tag, slot)
         return super().irecv(buf, source, tag, slot)
 
-    def probe(self, source, tag, slot, block):
+    def probe(self, source: int, tag: int, slot: int, block: bool) -> Envelope | None:
         while True:                       # poll both transports
-            st = None
+            st: Envelope | None = None
             if source < 0 or source not in self.mpi.rank_of:
                 st = super().probe(source, tag, slot, False)
             if st is None and (source < 0 or source in self.mpi.rank_of):
@@ -181,17 +201,17 @@ class MixedLanes(EngineLanes):
             sitempi.pause()
 
 
-def _open(self_id, secret=None, **options):
+def _open(self_id: int, secret: bytes | None = None, **options: Any) -> native.Engine:
     return native.Engine(self_id, secret, **options)
 
 
-def _listen_options(**more):
+def _listen_options(**more: Any) -> dict[str, Any]:
     from coc.ports import environ_port_range
     return {"listen_host": os.environ.get("COC_LISTEN_HOST", "127.0.0.1"),
             "port_range": environ_port_range(os.environ), **more}
 
 
-def open_under_coc_run():
+def open_under_coc_run() -> tuple[Port, Joined]:
     """Open the engine with coc-run's credentials and do the rendezvous; return (port, me).
 
     ``me`` holds ``rank``, ``size``, ``routes`` and ``placement`` (see ``coc.rendezvous``).
@@ -218,11 +238,11 @@ def open_under_coc_run():
     except BaseException:
         eng.close()
         raise
-    me["routes"], me["placement"] = info["routes"], info.get("placement")
-    return Port(eng), me
+    return Port(eng), {"rank": me["rank"], "size": me["size"], "routes": info["routes"],
+                       "placement": info.get("placement")}
 
 
-def open_from_site_mpi():
+def open_from_site_mpi() -> tuple[Port, Joined]:
     """Build the job from a plain ``mpiexec`` start; return ``(port, me)`` like coc-run's.
 
     Ranks, the secret, engine addresses and direct routes all come from the site's MPI;
@@ -242,7 +262,7 @@ def open_from_site_mpi():
     return Port(eng), {"rank": w.rank, "size": w.size, "routes": routes, "placement": where}
 
 
-def open_alone(site, host):
+def open_alone(site: str, host: str) -> tuple[Port, Joined]:
     """Open the engine of a world of one rank (started without coc-run); return (port, me)."""
     return Port(_open(0, secrets.token_bytes(32))), {"rank": 0, "size": 1, "routes": {},
                                                      "placement": [(site, host)]}

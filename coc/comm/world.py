@@ -142,7 +142,7 @@ def init() -> Communicator:
         port, me = engine_port.open_under_coc_run()
     elif site_mpi and engine_port.site_mpi_size() > 1:
         port, me = engine_port.open_from_site_mpi()
-        site, host = me["placement"][me["rank"]]
+        site, host = me["placement"][me["rank"]]  # type: ignore[index]  # MPI's: never None
     else:
         port, me = engine_port.open_alone(site, host)
     rank, size = me["rank"], me["size"]
