@@ -326,8 +326,12 @@ static int cork(coc__conn *c, const coc__item *it)
 
 void coc__conn_uncork(coc_engine *e)
 {
-    for (int i = 0; i < e->ncorked; i++)
-        coc__conn_flush(e->corked[i]); /* conn_free takes a dead one off the list */
+    /* from the end: a flush that fails its connection frees it, and conn_free moves the
+     * last entry (flushed already) into its slot; walking forwards skipped that entry,
+     * and its held frames then waited for a post that might never come */
+    for (int i = e->ncorked - 1; i >= 0; i--)
+        if (i < e->ncorked)
+            coc__conn_flush(e->corked[i]);
     e->ncorked = 0;
 }
 

@@ -426,8 +426,14 @@ int coc_engine_drain_fd(coc_engine *e)
 {
     if (!e)
         return COC_EINVAL;
-    atomic_store(&e->notified, 0);
+    /* Empty the fd first, then clear the flag, with an exchange (a full barrier): a
+     * completion whose coc__notify saw the flag still set is then visible to the caller's
+     * tests that follow, and any later one finds the flag clear and writes the fd. Clearing
+     * first lost wake-ups for good: a completion between the two wrote the fd, this read
+     * it away, and the flag stayed set with the fd empty, so no completion ever wrote it
+     * again (an asyncio loop waited forever on a receive that was done). */
     coc__drain(e->nfd);
+    atomic_exchange(&e->notified, 0);
     return 0;
 }
 

@@ -14,7 +14,8 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
 def run_example(name, n, *args, returncode=0):
-    proc = subprocess.run([*COC_RUN, "-n", str(n), "--timeout", "60", str(EXAMPLES / name),
+    proc = subprocess.run([*COC_RUN, "-n", str(n), "--timeout", "60", "--watchdog", "20",
+                           str(EXAMPLES / name),
                            *map(str, args)],
                           capture_output=True, text=True, timeout=scaled(90), stdin=subprocess.DEVNULL)
     assert proc.returncode == returncode, proc.stdout + proc.stderr

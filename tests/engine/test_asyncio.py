@@ -1,6 +1,9 @@
 """asyncio meets the engine through its pollable fd: loop.add_reader, drain, test."""
 
 import asyncio
+import select
+import threading
+import time
 
 import numpy as np
 from hang_bounds import scaled
@@ -44,3 +47,41 @@ def test_await_a_receive_through_add_reader(open_engine, spawn):
     assert (st.source, st.tag, st.count) == (2, 4, 100) and small == b"a" * 100
     assert st2.count == 2 << 20 and (large == ord("b")).all()
     assert child.result() == 2
+
+
+def test_the_fd_wakes_for_every_completion_racing_a_drain(open_engine):
+    """A request completing while the fd is drained still makes the fd readable later.
+
+    The progress thread completes receives while this thread drains the fd and tests. A
+    drain that lost a wake-up (the engine's "already notified" flag left set with the fd
+    empty) silences the fd for good: an asyncio loop then waits forever for a request that
+    is done (seen once in ~150 runs of examples/asyncio_service.py, and in round 16 068 of
+    this test before the fix).
+    """
+    rx, tx = open_engine(1), open_engine(2)
+    tx.add_peer(1, rx.address)
+    tx.set_route(1, [1])
+    rounds, burst = 20000, 4  # old code lost a wake-up once in ~16 000 rounds
+    fd = rx.fileno()
+
+    def send():
+        for k in range(rounds * burst):
+            tx.send(b"x", 1, 7)
+            if k % burst == burst - 1:
+                time.sleep(0)        # bursts: completions land while the receiver drains
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    for r in range(rounds):
+        bufs = [bytearray(1) for _ in range(burst)]
+        reqs = [rx.irecv(b, 2, 7) for b in bufs]
+        pending = list(reqs)
+        while pending:
+            readable, _, _ = select.select([fd], [], [], TIMEOUT)
+            if not readable:
+                done = [req.done for req in pending]
+                raise AssertionError(f"round {r}: the engine fd stayed silent for {TIMEOUT} s; "
+                                     f"requests done meanwhile: {done}")
+            rx.drain()
+            pending = [req for req in pending if not req.test()]
+    sender.join(TIMEOUT)
