@@ -31,6 +31,8 @@ ANY_TAG = -1
 PROC_NULL = -2
 UNDEFINED = -32766
 MAX_TAG = transport.MAX_TAG
+#: The blocking point-to-point methods the engine port's fast path replaces per instance.
+_DIRECT_METHODS = ("Send", "Recv", "send", "recv", "Sendrecv", "sendrecv")
 
 #: A buffer argument: a NumPy array, ``bytes``, ``bytearray``, ``memoryview`` or mpi4py's
 #: ``[buf, count, dtype]`` (``[buf, counts, displs]`` for the vector collectives).
@@ -95,11 +97,17 @@ class Communicator:
         # How each peer is reached (the engine port: the engine, or the site's MPI).
         self._lanes = lanes = world.port.lanes(self._ranks, block, self._context,
                                                transport.SLOTS)
-        # The fast path of blocking point-to-point: every peer through the engine, whose
-        # bound methods the port hands out (no Python frame between Send and the engine).
+        # The fast path of blocking point-to-point: with every peer through the engine,
+        # this communicator's Send, Recv, send, recv, Sendrecv and sendrecv are the
+        # binding's (one C call each, no Python frame; they come back to the methods of
+        # this class for anything else). See docs/performance.md, "Small messages from
+        # Python".
         self._direct = lanes.direct
-        self._send, self._recv, self._recv_alloc = lanes.send, lanes.recv, lanes.recv_alloc
         self._isend = lanes.isend_direct
+        if lanes.direct:
+            fast = lanes.direct_path(self)
+            for method in _DIRECT_METHODS:
+                setattr(self, method, getattr(fast, method))
 
     # -- identity and topology ------------------------------------------------------------
     def Get_rank(self) -> int:
@@ -210,20 +218,10 @@ class Communicator:
 
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
         """Send ``obj`` to rank ``dest`` (returns when ``obj`` may be changed)."""
-        if not (self._direct and 0 <= dest < self.size and 0 <= tag <= MAX_TAG):
-            if dest == PROC_NULL:
-                return
-            _check_tag(tag)
-        message = transport.encode_obj(obj)
-        if self._direct and type(message) is bytes and 0 <= dest < self.size:   # the fast path
-            target = self._ranks[dest]
-            try:
-                self._send(message, target, tag, self._context + transport.OBJ)
-            except PeerLost as exc:
-                raise translate(self, exc) from None
-            self._world.count(target, len(message))
+        if dest == PROC_NULL:
             return
-        _wait(self, transport.post(self, message, dest, tag, transport.OBJ))
+        _check_tag(tag)
+        _wait(self, transport.post_obj(self, obj, dest, tag, transport.OBJ))
 
     def _post_obj(self, obj: Any, dest: int, tag: int) -> Part:
         _check_tag(tag)
@@ -244,16 +242,6 @@ class Communicator:
     def recv(self, buf: BufferArg = None, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: StatusArg = None) -> Any:
         """Receive and return an object from ``source`` with ``tag``."""
-        if self._direct and ANY_SOURCE <= source < self.size:               # the fast path
-            try:
-                st, message = self._recv_alloc(self._ranks[source] if source >= 0 else source,
-                                               tag, self._context + transport.OBJ)
-            except PeerLost as exc:
-                raise translate(self, exc) from None
-            obj = transport.decode_obj(self, message, st)
-            if status is not None:
-                status._fill(Status(self._rank_of(st.source), st.tag, st.count))
-            return obj
         if source == PROC_NULL:
             return self.irecv(buf, source, tag).wait(status)
         self._endpoint(source)
@@ -312,16 +300,6 @@ class Communicator:
 
     def Send(self, buf: BufferArg, dest: int, tag: int = 0) -> None:
         """Send the buffer ``buf`` to rank ``dest``."""
-        if (self._direct and type(buf) is np.ndarray and 0 <= dest < self.size
-                and 0 <= tag <= MAX_TAG and buf.flags.c_contiguous):   # the fast path
-            target = self._ranks[dest]
-            try:
-                self._send(buf, target, tag,  # type: ignore[arg-type]  # ndarray: a buffer
-                           self._context + transport.BUF)
-            except PeerLost as exc:
-                raise translate(self, exc) from None
-            self._world.count(target, buf.nbytes)
-            return
         _check_tag(tag)
         if dest == PROC_NULL:
             return
@@ -336,18 +314,6 @@ class Communicator:
     def Recv(self, buf: BufferArg, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: StatusArg = None) -> None:
         """Receive into the buffer ``buf``; a larger message raises TruncationError."""
-        if (self._direct and type(buf) is np.ndarray and ANY_SOURCE <= source < self.size
-                and buf.flags.c_contiguous):               # the fast path
-            try:
-                st: Envelope = self._recv(
-                    buf,  # type: ignore[arg-type]  # ndarray: a buffer
-                    self._ranks[source] if source >= 0 else source,
-                    tag, self._context + transport.BUF)
-            except (TruncationError, PeerLost) as exc:
-                raise translate(self, exc) from None
-            if status is not None:
-                status._fill(Status(self._rank_of(st.source), st.tag, st.count))
-            return
         if source == PROC_NULL:
             self.Irecv(buf, source, tag).Wait(status)
             return
