@@ -1215,6 +1215,7 @@ cdef class Direct:
     cdef long _size
     cdef unsigned int _obj_ctx
     cdef unsigned int _buf_ctx
+    cdef unsigned int _context
     cdef object _translate
     cdef object _status_type
     cdef object _decode
@@ -1231,6 +1232,7 @@ cdef class Direct:
         self._ranks = tuple(comm._ranks)
         self._of_world = comm._of_world
         self._size = len(self._ranks)
+        self._context = comm._context
         self._obj_ctx = comm._context + hooks["OBJ"]
         self._buf_ctx = comm._context + hooks["BUF"]
         self._translate, self._status_type = hooks["translate"], hooks["Status"]
@@ -1414,3 +1416,54 @@ cdef class Direct:
         if status is not None:
             self._fill(status, &st)
         return obj
+
+    # The messages of blocking collectives (coc.comm.collectives.base.Call): ranks of the
+    # communicator, tags and context slots already checked by the caller; engine errors
+    # are raised as they are (the collective's driver names ranks in them).
+
+    def post(self, buf, int dest, int tag, unsigned int slot):
+        """Start sending the C-contiguous buffer ``buf`` to rank ``dest`` on context
+        ``slot``; return the counted :class:`EngineRequest`, or None for another buffer."""
+        cdef EngineRequest req = EngineRequest.__new__(EngineRequest)
+        cdef int target = self._ranks[dest]
+        cdef unsigned int context = self._context + slot
+        cdef int rc
+        try:
+            PyObject_GetBuffer(buf, &req._view, PyBUF_C_CONTIGUOUS)
+        except Exception:
+            return None
+        req._has_view = True
+        req._size = req._view.len
+        req._engine, req._is_send, req._peer, req._tag = self._engine, True, target, tag
+        req._context = context
+        self._engine._enter()
+        rc = c.coc_isend(self._engine._e, target, context, tag, req._view.buf, req._view.len,
+                         &req._r)
+        self._engine._posted(req, rc)
+        self._count(target, req._size)
+        return req
+
+    def post_obj(self, obj, int dest, int tag, unsigned int slot):
+        """Start sending object ``obj`` as :meth:`post` does; None when it holds a large
+        buffer (the general path sends those)."""
+        try:
+            message = self._dumps(obj)
+        except self._out_of_band:
+            return None
+        return self.post(message, dest, tag, slot)
+
+    def take(self, buf, int source, int tag, unsigned int slot):
+        """Receive from rank ``source`` into ``buf`` (blocking); return the message's size."""
+        cdef Py_buffer view
+        cdef c.coc_status st
+        PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+        self._engine._recv_view(&view, self._ranks[source], tag,
+                                self._context + slot, &st)
+        return st.count
+
+    def take_obj(self, int source, int tag, unsigned int slot):
+        """Receive an object from rank ``source`` (blocking) and return it."""
+        cdef c.coc_status st
+        cdef Message m = self._engine._recv_alloc_now(
+            self._ranks[source], tag, self._context + slot, None, &st)
+        return self._object(m, &st)

@@ -22,6 +22,7 @@ from coc.comm.request import Envelope, Part, Request, Single, Status, Steps, run
 from coc.errors import PeerLost, TruncationError
 
 if TYPE_CHECKING:
+    from coc.comm.port import Direct
     from coc.comm.world import World
 
 __all__ = ["Communicator", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED"]
@@ -104,10 +105,13 @@ class Communicator:
         # Python".
         self._direct = lanes.direct
         self._isend = lanes.isend_direct
-        if lanes.direct:
-            fast = lanes.direct_path(self)
+        self._fast = lanes.direct_path(self) if lanes.direct else None
+        if self._fast is not None:
             for method in _DIRECT_METHODS:
-                setattr(self, method, getattr(fast, method))
+                setattr(self, method, getattr(self._fast, method))
+        # The fast path while a blocking flat collective runs (see collectives.base.Call).
+        self._now: Direct | None = None
+        self._sites: int | None = None     # how many sites the ranks are on, once asked
 
     # -- identity and topology ------------------------------------------------------------
     def Get_rank(self) -> int:
@@ -154,7 +158,9 @@ class Communicator:
         return {level: self.color(level, rank) for level in ("wan", "site", "network", "host")}
 
     def _site_count(self) -> int:
-        return len({self._world.sites[w] for w in self._ranks})
+        if self._sites is None:     # (asked only after init() has learnt every rank's site)
+            self._sites = len({self._world.sites[w] for w in self._ranks})
+        return self._sites
 
     @overload
     def _rank_of(self, endpoint: int) -> int: ...
@@ -354,7 +360,11 @@ class Communicator:
         if (commutative and hasattr(hierarchical, name)
                 and base.use_topology(self._site_count(), self.size, algorithm)):
             return run(getattr(hierarchical, name)(self, *args), self)
-        return run(getattr(flat, name)(self, *args), self)
+        self._now = self._fast            # receives wait at once: the call runs to its end
+        try:
+            return run(getattr(flat, name)(self, *args), self)
+        finally:
+            self._now = None
 
     def barrier(self, algorithm: str | None = None) -> None:
         """Return once every rank has entered."""

@@ -118,6 +118,8 @@ class Port:
         self.engine.close()
 
 
+#: A communicator's blocking point-to-point in the binding (:meth:`EngineLanes.direct_path`).
+Direct = native.Direct
 #: What the binding's fast path (``Direct``) needs of coc.comm, which it does not import.
 _DIRECT_HOOKS = {"translate": translate, "Status": Status, "decode": transport.decode_obj,
                  "dumps": pickling.stream, "OutOfBand": pickling.OutOfBand,
@@ -139,9 +141,9 @@ class EngineLanes:
         self.isend_direct = engine.isend
         self._engine = engine
 
-    def direct_path(self, comm: Communicator) -> native.Direct:
+    def direct_path(self, comm: Communicator) -> Direct:
         """Return the binding's blocking point-to-point for ``comm`` (see ``Direct``)."""
-        return native.Direct(self._engine, comm, _DIRECT_HOOKS)
+        return Direct(self._engine, comm, _DIRECT_HOOKS)
 
     def via_mpi(self, target: int) -> bool:
         """Return True when messages to world rank ``target`` go through the site's MPI."""
