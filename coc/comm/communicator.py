@@ -357,7 +357,8 @@ class Communicator:
         """Run collective ``name`` with the multi-level or the flat algorithm."""
         if base.CHECK_ALL:
             base.check_signature(self, name, args)
-        if (commutative and hasattr(hierarchical, name)
+        if (commutative and (self._sites or self._site_count()) > 1
+                and hasattr(hierarchical, name)
                 and base.use_topology(self._site_count(), self.size, algorithm)):
             return run(getattr(hierarchical, name)(self, *args), self)
         self._now = self._fast            # receives wait at once: the call runs to its end
@@ -431,6 +432,12 @@ class Communicator:
 
     def _accumulator(self, sendbuf: BufferArg, recvbuf: BufferArg) -> npt.NDArray[Any]:
         """Return a private array holding this rank's input: ``recvbuf`` itself when it can."""
+        return self._accumulate(sendbuf, recvbuf)[0]
+
+    def _accumulate(self, sendbuf: BufferArg, recvbuf: BufferArg
+                    ) -> tuple[npt.NDArray[Any], bool]:
+        """Return ``(accumulator, placed)``: :meth:`_accumulator`'s array, and whether it is
+        ``recvbuf``'s own memory (then a result left in it needs no copy)."""
         out = None if recvbuf is None else as_array(recvbuf)
         data = out if sendbuf is IN_PLACE else as_array(sendbuf)
         if data is None:
@@ -441,27 +448,29 @@ class Communicator:
                 and not np.shares_memory(out, data)):
             if sendbuf is not IN_PLACE:
                 out.reshape(-1)[...] = data.reshape(-1)
-            return out.reshape(-1)
-        return contiguous(data).reshape(-1).copy()
+            return out.reshape(-1), True
+        return contiguous(data).reshape(-1).copy(), False
 
     def Reduce(self, sendbuf: BufferArg, recvbuf: BufferArg, op: ReduceOp = SUM, root: int = 0,
                algorithm: str | None = None) -> None:
         """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` at ``root``."""
         self._endpoint(root)
         op = _op(op)
-        acc = self._accumulator(sendbuf, recvbuf if self.rank == root else None)
+        acc, placed = self._accumulate(sendbuf, recvbuf if self.rank == root else None)
         result = self._collective("reduce", algorithm, acc, op, root, True,
                                   commutative=op.commute)
-        if self.rank == root:
+        if self.rank == root and not (placed and result is acc):
             _store(recvbuf, result)
 
     def Allreduce(self, sendbuf: BufferArg, recvbuf: BufferArg, op: ReduceOp = SUM,
                   algorithm: str | None = None) -> None:
         """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` on every rank."""
         op = _op(op)
-        result = self._collective("allreduce", algorithm, self._accumulator(sendbuf, recvbuf),
-                                  op, True, commutative=op.commute)
-        _store(recvbuf, result)
+        acc, placed = self._accumulate(sendbuf, recvbuf)
+        result = self._collective("allreduce", algorithm, acc, op, True,
+                                  commutative=op.commute)
+        if not (placed and result is acc):      # else the result is in recvbuf already
+            _store(recvbuf, result)
 
     def Scan(self, sendbuf: BufferArg, recvbuf: BufferArg, op: ReduceOp = SUM) -> None:
         """Store ``op`` over ranks ``0..rank`` of ``sendbuf`` into ``recvbuf``."""
