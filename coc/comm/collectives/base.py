@@ -143,6 +143,7 @@ class Call:
     def send(self, value: Any, dest: int) -> None:
         """Start sending ``value`` (an object, or a NumPy array for buffer calls) to ``dest``."""
         now, comm = self.now, self.comm
+        part: Part | None
         if self.buffer:
             part = None if now is None else now.post(value, dest, self.tag, transport.COLL_BUF)
             if part is None:
