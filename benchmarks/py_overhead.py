@@ -65,7 +65,7 @@ def _ops(comm, np, rank, peer):
         "allreduce(int)": (lambda: comm.allreduce(rank + 1), 1),
         "Allreduce, 1 float64": (lambda: comm.Allreduce(one, res), 1),
         "bcast(100-byte dict)": (lambda: comm.bcast(OBJ if rank == 0 else None, 0), 1),
-        "barrier": (comm.Barrier, 1),
+        "barrier": (lambda: comm.Barrier(), 1),
     }
 
 

@@ -823,10 +823,11 @@ cdef class Engine:
         self._busy -= 1
         return 0
 
-    cdef int _send_view(self, Py_buffer *view, int dest, int tag,
-                        unsigned int context) except -1:
-        """Send the exported buffer ``view`` (released here, whatever happens) to endpoint
-        ``dest``; return once it may change (isend + wait)."""
+    cdef EngineRequest _isend_view(self, Py_buffer *view, int dest, int tag,
+                                   unsigned int context):
+        """Start sending the exported buffer ``view`` to endpoint ``dest``; return None
+        when the send completed at once (``view`` released), else the tracked request that
+        holds ``view`` until it completes. ``view`` is released on errors too."""
         cdef c.coc_request *r = NULL
         cdef c.coc_status st
         cdef int rc
@@ -842,8 +843,15 @@ cdef class Engine:
         if c.coc_wait(r, 0, &st) == 0 and st.error == 0:
             c.coc_request_free(r)
             PyBuffer_Release(view)
-            return 0
-        self._adopt(r, view, True, dest, tag, context, False).wait()
+            return None
+        return self._adopt(r, view, True, dest, tag, context, False)
+
+    cdef int _send_view(self, Py_buffer *view, int dest, int tag,
+                        unsigned int context) except -1:
+        """Send ``view`` as :meth:`_isend_view` does; return once it may change."""
+        cdef EngineRequest req = self._isend_view(view, dest, tag, context)
+        if req is not None:
+            req.wait()
         return 0
 
     cdef int _recv_view(self, Py_buffer *view, int source, int tag, unsigned int context,
@@ -1421,36 +1429,32 @@ cdef class Direct:
     # communicator, tags and context slots already checked by the caller; engine errors
     # are raised as they are (the collective's driver names ranks in them).
 
-    def post(self, buf, int dest, int tag, unsigned int slot):
+    def post(self, buf, int dest, int tag, unsigned int slot, list pending):
         """Start sending the C-contiguous buffer ``buf`` to rank ``dest`` on context
-        ``slot``; return the counted :class:`EngineRequest`, or None for another buffer."""
-        cdef EngineRequest req = EngineRequest.__new__(EngineRequest)
+        ``slot`` (counted); a send not complete at once goes on the list ``pending`` as an
+        :class:`EngineRequest`. Return False, having sent nothing, for another buffer."""
+        cdef Py_buffer view
         cdef int target = self._ranks[dest]
-        cdef unsigned int context = self._context + slot
-        cdef int rc
+        cdef Py_ssize_t n
         try:
-            PyObject_GetBuffer(buf, &req._view, PyBUF_C_CONTIGUOUS)
+            PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS)
         except Exception:
-            return None
-        req._has_view = True
-        req._size = req._view.len
-        req._engine, req._is_send, req._peer, req._tag = self._engine, True, target, tag
-        req._context = context
-        self._engine._enter()
-        rc = c.coc_isend(self._engine._e, target, context, tag, req._view.buf, req._view.len,
-                         &req._r)
-        self._engine._posted(req, rc)
-        self._count(target, req._size)
-        return req
+            return False
+        n = view.len
+        req = self._engine._isend_view(&view, target, tag, self._context + slot)
+        if req is not None:
+            pending.append(req)
+        self._count(target, n)
+        return True
 
-    def post_obj(self, obj, int dest, int tag, unsigned int slot):
-        """Start sending object ``obj`` as :meth:`post` does; None when it holds a large
-        buffer (the general path sends those)."""
+    def post_obj(self, obj, int dest, int tag, unsigned int slot, list pending):
+        """Start sending object ``obj`` as :meth:`post` does; False, having sent nothing,
+        when it holds a large buffer (the general path sends those)."""
         try:
             message = self._dumps(obj)
         except self._out_of_band:
-            return None
-        return self.post(message, dest, tag, slot)
+            return False
+        return self.post(message, dest, tag, slot, pending)
 
     def take(self, buf, int source, int tag, unsigned int slot):
         """Receive from rank ``source`` into ``buf`` (blocking); return the message's size."""

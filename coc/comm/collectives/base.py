@@ -142,20 +142,15 @@ class Call:
 
     def send(self, value: Any, dest: int) -> None:
         """Start sending ``value`` (an object, or a NumPy array for buffer calls) to ``dest``."""
-        now, comm = self.now, self.comm
-        part: Part | None
+        now, comm, sends = self.now, self.comm, self.sends
         if self.buffer:
-            part = None if now is None else now.post(value, dest, self.tag, transport.COLL_BUF)
-            if part is None:
-                part = transport.post(comm, contiguous(value), dest, self.tag,
-                                      transport.COLL_BUF)
+            if now is None or not now.post(value, dest, self.tag, transport.COLL_BUF, sends):
+                sends.append(transport.post(comm, contiguous(value), dest, self.tag,
+                                            transport.COLL_BUF))
         else:
             message = (self.kind, self.root, value)
-            part = None if now is None else now.post_obj(message, dest, self.tag,
-                                                         transport.COLL)
-            if part is None:
-                part = transport.post_obj(comm, message, dest, self.tag, transport.COLL)
-        self.sends.append(part)
+            if now is None or not now.post_obj(message, dest, self.tag, transport.COLL, sends):
+                sends.append(transport.post_obj(comm, message, dest, self.tag, transport.COLL))
 
     def recv(self, source: int, into: Any = None) -> Steps[Any]:
         """Receive from rank ``source`` (generator): an object, or into the array ``into``."""
