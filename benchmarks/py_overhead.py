@@ -31,6 +31,9 @@ import subprocess
 import sys
 import sysconfig
 import time
+from functools import partial
+
+from roundtrips import buffer_round_trip, object_round_trip
 
 N = 2000
 OBJ = {"step": 7, "name": "halo", "value": 3.25, "ids": [1, 2, 3, 4, 5, 6, 7, 8]}
@@ -38,29 +41,13 @@ PROBES = ("_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc")
 
 
 def _ops(comm, np, rank, peer):
-    """Return ``{name: (body, calls per body)}``: each body is one exchange of both ranks."""
+    """Return ``{name: (body, calls per body)}``: each body is one exchange of both ranks
+    (a round trip on rank 0 for ``Send``/``Recv`` and ``send``/``recv``)."""
     buf, out = np.zeros(8, np.uint8), np.zeros(8, np.uint8)
     one, res = np.ones(1), np.zeros(1)
-
-    def send_recv():
-        if rank == 0:
-            comm.Send(buf, peer, 1)
-            comm.Recv(out, peer, 1)
-        else:
-            comm.Recv(out, peer, 1)
-            comm.Send(buf, peer, 1)
-
-    def obj_send_recv():
-        if rank == 0:
-            comm.send(OBJ, peer, 2)
-            comm.recv(source=peer, tag=2)
-        else:
-            comm.recv(source=peer, tag=2)
-            comm.send(OBJ, peer, 2)
-
     return {
-        "Send + Recv, 8 B": (send_recv, 2),
-        "send + recv, 100-byte dict": (obj_send_recv, 2),
+        "Send + Recv, 8 B": (partial(buffer_round_trip, comm, buf, rank, peer), 2),
+        "send + recv, 100-byte dict": (partial(object_round_trip, comm, OBJ, rank, peer), 2),
         "Sendrecv, 8 B": (lambda: comm.Sendrecv(buf, peer, 3, out, peer, 3), 1),
         "allreduce(int)": (lambda: comm.allreduce(rank + 1), 1),
         "Allreduce, 1 float64": (lambda: comm.Allreduce(one, res), 1),

@@ -1280,24 +1280,44 @@ cdef class Direct:
             return self._loads(m)
         return self._decode(self._comm, m, _status(st))
 
+    cdef int _send_now(self, Py_buffer *view, long dest, long tag,
+                       unsigned int context) except -1:
+        """Send ``view`` (released here) to rank ``dest``, count it; errors name ranks."""
+        cdef int target = self._ranks[dest]
+        cdef Py_ssize_t n = view.len
+        try:
+            self._engine._send_view(view, target, tag, context)
+        except _errors.PeerLost as exc:
+            raise self._failed(exc) from None
+        self._count(target, n)
+        return 0
+
+    cdef Message _exchange(self, Py_buffer *out, long dest, long sendtag, Py_buffer *into,
+                           long source, long recvtag, unsigned int context,
+                           c.coc_status *st):
+        """:meth:`Engine._sendrecv_views` between ranks: counted, errors naming ranks."""
+        cdef int target = self._ranks[dest]
+        cdef Py_ssize_t n = out.len
+        try:
+            m = self._engine._sendrecv_views(out, target, sendtag, into,
+                                             self._ranks[source] if source >= 0 else source,
+                                             recvtag, context, st)
+        except (_errors.TruncationError, _errors.PeerLost) as exc:
+            raise self._failed(exc) from None
+        self._count(target, n)
+        return m
+
     def Send(self, buf, dest, tag=0):
         """``Communicator.Send``: send the buffer ``buf`` to rank ``dest``."""
         cdef Py_buffer view
         cdef long d, t
-        cdef int target
-        cdef Py_ssize_t n
         if not (_rank_ok(dest, 0, self._size - 1, &d) and _rank_ok(tag, 0, MAX_TAG, &t)):
             return self._cls.Send(self._comm, buf, dest, tag)
         try:
             PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS)
         except Exception:
             return self._cls.Send(self._comm, buf, dest, tag)
-        target, n = self._ranks[d], view.len
-        try:
-            self._engine._send_view(&view, target, t, self._buf_ctx)
-        except _errors.PeerLost as exc:
-            raise self._failed(exc) from None
-        self._count(target, n)
+        self._send_now(&view, d, t, self._buf_ctx)
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """``Communicator.Recv``: receive into the buffer ``buf``."""
@@ -1322,8 +1342,6 @@ cdef class Direct:
         """``Communicator.send``: send the object ``obj`` to rank ``dest``."""
         cdef Py_buffer view
         cdef long d, t
-        cdef int target
-        cdef Py_ssize_t n
         if not (_rank_ok(dest, 0, self._size - 1, &d) and _rank_ok(tag, 0, MAX_TAG, &t)):
             return self._cls.send(self._comm, obj, dest, tag)
         try:
@@ -1331,12 +1349,7 @@ cdef class Direct:
         except self._out_of_band:
             return self._cls.send(self._comm, obj, dest, tag)
         PyObject_GetBuffer(message, &view, 0)
-        target, n = self._ranks[d], view.len
-        try:
-            self._engine._send_view(&view, target, t, self._obj_ctx)
-        except _errors.PeerLost as exc:
-            raise self._failed(exc) from None
-        self._count(target, n)
+        self._send_now(&view, d, t, self._obj_ctx)
 
     def recv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """``Communicator.recv``: receive and return an object."""
@@ -1362,8 +1375,6 @@ cdef class Direct:
         cdef Py_buffer out, into
         cdef c.coc_status st
         cdef long d, s, dt, rt
-        cdef int target
-        cdef Py_ssize_t n
         if not (_rank_ok(dest, 0, self._size - 1, &d) and _rank_ok(sendtag, 0, MAX_TAG, &dt)
                 and _rank_ok(source, -1, self._size - 1, &s)
                 and _rank_ok(recvtag, -1, MAX_TAG, &rt)):
@@ -1380,14 +1391,7 @@ cdef class Direct:
             PyBuffer_Release(&out)
             return self._cls.Sendrecv(self._comm, sendbuf, dest, sendtag, recvbuf, source,
                                       recvtag, status)
-        target, n = self._ranks[d], out.len
-        try:
-            self._engine._sendrecv_views(&out, target, dt, &into,
-                                         self._ranks[s] if s >= 0 else s, rt,
-                                         self._buf_ctx, &st)
-        except (_errors.TruncationError, _errors.PeerLost) as exc:
-            raise self._failed(exc) from None
-        self._count(target, n)
+        self._exchange(&out, d, dt, &into, s, rt, self._buf_ctx, &st)
         if status is not None:
             self._fill(status, &st)
 
@@ -1398,8 +1402,6 @@ cdef class Direct:
         cdef Py_buffer out
         cdef c.coc_status st
         cdef long d, s, dt, rt
-        cdef int target
-        cdef Py_ssize_t n
         cdef Message m
         if not (_rank_ok(dest, 0, self._size - 1, &d) and _rank_ok(sendtag, 0, MAX_TAG, &dt)
                 and _rank_ok(source, -1, self._size - 1, &s)
@@ -1412,14 +1414,7 @@ cdef class Direct:
             return self._cls.sendrecv(self._comm, sendobj, dest, sendtag, recvbuf, source,
                                       recvtag, status)
         PyObject_GetBuffer(message, &out, 0)
-        target, n = self._ranks[d], out.len
-        try:
-            m = self._engine._sendrecv_views(&out, target, dt, NULL,
-                                             self._ranks[s] if s >= 0 else s, rt,
-                                             self._obj_ctx, &st)
-        except _errors.PeerLost as exc:
-            raise self._failed(exc) from None
-        self._count(target, n)
+        m = self._exchange(&out, d, dt, NULL, s, rt, self._obj_ctx, &st)
         obj = self._object(m, &st)
         if status is not None:
             self._fill(status, &st)
