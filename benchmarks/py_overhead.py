@@ -18,7 +18,8 @@ Two ranks on one host: coc (``coc-run --site a=2``) and mpi4py + MPICH (``mpiexe
 run the same code; rank 0 reports. mpi4py's blocking ``Send`` to itself does not return
 under MPICH, so ``--self`` measures coc alone (and mpi4py's ``Sendrecv`` and collectives).
 
-Run (root, a source checkout): ``python benchmarks/py_overhead.py [--calls 2000]``.
+Run (root, a source checkout): ``python benchmarks/py_overhead.py [--calls 1000] [--only
+coc|mpi] [--json FILE]``; another build's figures: the same with ``PYTHONPATH=`` its tree.
 """
 
 import argparse
@@ -35,7 +36,7 @@ from functools import partial
 
 from roundtrips import buffer_round_trip, object_round_trip
 
-N = 2000
+N = 1000
 OBJ = {"step": 7, "name": "halo", "value": 3.25, "ids": [1, 2, 3, 4, 5, 6, 7, 8]}
 PROBES = ("_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc")
 
@@ -211,7 +212,7 @@ def report(results):
         head += " CPU µs (min–max) |" if cpu else ""
         print(head)
         print("|---" * (head.count("|") - 1) + "|")
-        for name, row in coc_rows.items():
+        for name, row in (coc_rows or mpi_rows).items():
             ref = mpi_rows.get(name)
             cells = [f"{_cell(row, k)} / {_cell(ref, k)}"
                      for k in ("frames", "c_calls", "allocs", "mallocs")]
@@ -228,6 +229,8 @@ def main():
     parser.add_argument("--rank", choices=("coc", "mpi"))
     parser.add_argument("--events", default="")
     parser.add_argument("--self", dest="alone", action="store_true")
+    parser.add_argument("--only", choices=("coc", "mpi"),
+                        help="measure one side only (a run takes about a minute a side)")
     parser.add_argument("--json")
     args = parser.parse_args()
     if args.rank:
@@ -236,8 +239,8 @@ def main():
     events = ensure_probes()
     if events is None:
         print("perf or root missing: no allocation counts", file=sys.stderr)
-    results = {}
-    for kind in ("coc", "mpi"):
+    results = {"coc": {}, "coc-self": {}, "mpi": {}, "mpi-self": {}}
+    for kind in ("coc", "mpi") if args.only is None else (args.only,):
         results[kind] = _job(kind, False, args.calls, events)
         results[f"{kind}-self"] = _job(kind, True, args.calls, events)
     report(results)
