@@ -212,14 +212,13 @@ def report(results):
         head += " CPU µs (min–max) |" if cpu else ""
         print(head)
         print("|---" * (head.count("|") - 1) + "|")
-        for name, row in (coc_rows or mpi_rows).items():
-            ref = mpi_rows.get(name)
+        for name in coc_rows or mpi_rows:
+            row, ref = coc_rows.get(name), mpi_rows.get(name)
             cells = [f"{_cell(row, k)} / {_cell(ref, k)}"
                      for k in ("frames", "c_calls", "allocs", "mallocs")]
             if cpu:
-                spread = row.get("cpu_spread", (0, 0))
-                cells.append(f"{_cell(row, 'cpu_us', 2)} ({spread[0]:.2f}–{spread[1]:.2f})"
-                             f" / {_cell(ref, 'cpu_us', 2)}")
+                spread = f" ({row['cpu_spread'][0]:.2f}–{row['cpu_spread'][1]:.2f})" if row else ""
+                cells.append(f"{_cell(row, 'cpu_us', 2)}{spread} / {_cell(ref, 'cpu_us', 2)}")
             print(f"| {name} | " + " | ".join(cells) + " |")
 
 
