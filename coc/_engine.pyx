@@ -1180,7 +1180,7 @@ cdef class Engine:
         return f"<coc._engine.Engine endpoint {self.self_id} {state}>"
 
 
-cdef inline bint _rank_ok(object value, long low, long high, long *out) except -1:
+cdef inline bint _int_in(object value, long low, long high, long *out) except -1:
     """Store ``value`` in ``out`` and return True when it is an ``int`` in low..high
     (anything else goes to the general path, which says what is wrong with it)."""
     if type(value) is not int:
@@ -1311,7 +1311,7 @@ cdef class Direct:
         """``Communicator.Send``: send the buffer ``buf`` to rank ``dest``."""
         cdef Py_buffer view
         cdef long d, t
-        if not (_rank_ok(dest, 0, self._size - 1, &d) and _rank_ok(tag, 0, MAX_TAG, &t)):
+        if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
             return self._cls.Send(self._comm, buf, dest, tag)
         try:
             PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS)
@@ -1324,7 +1324,7 @@ cdef class Direct:
         cdef Py_buffer view
         cdef c.coc_status st
         cdef long s, t
-        if not (_rank_ok(source, -1, self._size - 1, &s) and _rank_ok(tag, -1, MAX_TAG, &t)):
+        if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
             return self._cls.Recv(self._comm, buf, source, tag, status)
         try:
             PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
@@ -1342,7 +1342,7 @@ cdef class Direct:
         """``Communicator.send``: send the object ``obj`` to rank ``dest``."""
         cdef Py_buffer view
         cdef long d, t
-        if not (_rank_ok(dest, 0, self._size - 1, &d) and _rank_ok(tag, 0, MAX_TAG, &t)):
+        if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
             return self._cls.send(self._comm, obj, dest, tag)
         try:
             message = self._dumps(obj)
@@ -1356,7 +1356,7 @@ cdef class Direct:
         cdef c.coc_status st
         cdef long s, t
         cdef Message m
-        if not (_rank_ok(source, -1, self._size - 1, &s) and _rank_ok(tag, -1, MAX_TAG, &t)):
+        if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
             return self._cls.recv(self._comm, buf, source, tag, status)
         try:
             m = self._engine._recv_alloc_now(self._ranks[s] if s >= 0 else s, t,
@@ -1375,9 +1375,9 @@ cdef class Direct:
         cdef Py_buffer out, into
         cdef c.coc_status st
         cdef long d, s, dt, rt
-        if not (_rank_ok(dest, 0, self._size - 1, &d) and _rank_ok(sendtag, 0, MAX_TAG, &dt)
-                and _rank_ok(source, -1, self._size - 1, &s)
-                and _rank_ok(recvtag, -1, MAX_TAG, &rt)):
+        if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(sendtag, 0, MAX_TAG, &dt)
+                and _int_in(source, -1, self._size - 1, &s)
+                and _int_in(recvtag, -1, MAX_TAG, &rt)):
             return self._cls.Sendrecv(self._comm, sendbuf, dest, sendtag, recvbuf, source,
                                       recvtag, status)
         try:
@@ -1403,9 +1403,9 @@ cdef class Direct:
         cdef c.coc_status st
         cdef long d, s, dt, rt
         cdef Message m
-        if not (_rank_ok(dest, 0, self._size - 1, &d) and _rank_ok(sendtag, 0, MAX_TAG, &dt)
-                and _rank_ok(source, -1, self._size - 1, &s)
-                and _rank_ok(recvtag, -1, MAX_TAG, &rt)):
+        if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(sendtag, 0, MAX_TAG, &dt)
+                and _int_in(source, -1, self._size - 1, &s)
+                and _int_in(recvtag, -1, MAX_TAG, &rt)):
             return self._cls.sendrecv(self._comm, sendobj, dest, sendtag, recvbuf, source,
                                       recvtag, status)
         try:

@@ -143,6 +143,12 @@ for name, fns in (("fast", (comm.Send, comm.Recv, comm.send, comm.recv)),
             e is not None and e.source == left and f"rank {left} with tag 15" in str(e))
     send(None, coc.PROC_NULL)
     ok.equal(f"{name} recv PROC_NULL", recv(source=coc.PROC_NULL), None)
+for name, fn in (("fast", comm.Sendrecv), ("general", C.Sendrecv.__get__(comm))):
+    e = ok.raises(f"{name} Sendrecv truncation", TruncationError, fn, np.zeros(4), right, 18,
+                  np.zeros(1), left, 18)
+    ok.true(f"{name} Sendrecv truncation names the rank", e is not None and e.source == left)
+    ok.raises(f"{name} Sendrecv source", ValueError, fn, np.zeros(1), right, 18,
+              np.zeros(1), size + 1, 18)
 
 # The restricted unpickler also guards the fast receive.
 pickling.set_unpickler("restricted-all")
