@@ -8,8 +8,9 @@ Three observables that machine load does not move, for ``Send``/``Recv`` of 8 B,
   again), and the C functions called from Python (``c_call`` events);
 - **allocations per call**: calls of CPython's object allocator (``_PyObject_Malloc``,
   ``_PyObject_Calloc``, ``_PyObject_Realloc``: every object, and every ``PyMem_Malloc``)
-  and of libc's ``malloc``, counted by ``perf stat`` on uprobes (root; the probes are
-  added once with ``perf probe``): the difference between a run of 2n and of n calls, so
+  and of libc's ``malloc``, counted by ``perf stat`` on uprobes (root; the script adds the
+  probes with ``perf probe`` and leaves them, ``perf probe -d 'probe_libpython3:*' -d
+  'probe_libc:*'`` removes them): the difference between a run of 2n and of n calls, so
   start-up and attaching cancel;
 - **CPU time per call** (``time.thread_time``), only where no call waits: a world of one
   rank sending to itself (``--self``; collectives on one rank cost their Python alone).
