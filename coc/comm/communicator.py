@@ -22,6 +22,7 @@ from coc.comm.request import Envelope, Part, Request, Single, Status, Steps, run
 from coc.errors import PeerLost, TruncationError
 
 if TYPE_CHECKING:
+    from coc.comm.port import Direct
     from coc.comm.world import World
 
 __all__ = ["Communicator", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED"]
@@ -31,6 +32,8 @@ ANY_TAG = -1
 PROC_NULL = -2
 UNDEFINED = -32766
 MAX_TAG = transport.MAX_TAG
+#: The blocking point-to-point methods the engine port's fast path replaces per instance.
+_DIRECT_METHODS = ("Send", "Recv", "send", "recv", "Sendrecv", "sendrecv")
 
 #: A buffer argument: a NumPy array, ``bytes``, ``bytearray``, ``memoryview`` or mpi4py's
 #: ``[buf, count, dtype]`` (``[buf, counts, displs]`` for the vector collectives).
@@ -95,11 +98,20 @@ class Communicator:
         # How each peer is reached (the engine port: the engine, or the site's MPI).
         self._lanes = lanes = world.port.lanes(self._ranks, block, self._context,
                                                transport.SLOTS)
-        # The fast path of blocking point-to-point: every peer through the engine, whose
-        # bound methods the port hands out (no Python frame between Send and the engine).
+        # The fast path of blocking point-to-point: with every peer through the engine,
+        # this communicator's Send, Recv, send, recv, Sendrecv and sendrecv are the
+        # binding's (one C call each, no Python frame; they come back to the methods of
+        # this class for anything else). See docs/performance.md, "Small messages from
+        # Python".
         self._direct = lanes.direct
-        self._send, self._recv, self._recv_alloc = lanes.send, lanes.recv, lanes.recv_alloc
         self._isend = lanes.isend_direct
+        self._fast = lanes.direct_path(self) if lanes.direct else None
+        if self._fast is not None:
+            for method in _DIRECT_METHODS:
+                setattr(self, method, getattr(self._fast, method))
+        # The fast path while a blocking flat collective runs (see collectives.base.Call).
+        self._now: Direct | None = None
+        self._sites: int | None = None     # how many sites the ranks are on, once asked
 
     # -- identity and topology ------------------------------------------------------------
     def Get_rank(self) -> int:
@@ -146,7 +158,9 @@ class Communicator:
         return {level: self.color(level, rank) for level in ("wan", "site", "network", "host")}
 
     def _site_count(self) -> int:
-        return len({self._world.sites[w] for w in self._ranks})
+        if self._sites is None:     # (asked only after init() has learnt every rank's site)
+            self._sites = len({self._world.sites[w] for w in self._ranks})
+        return self._sites
 
     @overload
     def _rank_of(self, endpoint: int) -> int: ...
@@ -210,20 +224,10 @@ class Communicator:
 
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
         """Send ``obj`` to rank ``dest`` (returns when ``obj`` may be changed)."""
-        if not (self._direct and 0 <= dest < self.size and 0 <= tag <= MAX_TAG):
-            if dest == PROC_NULL:
-                return
-            _check_tag(tag)
-        message = transport.encode_obj(obj)
-        if self._direct and type(message) is bytes and 0 <= dest < self.size:   # the fast path
-            target = self._ranks[dest]
-            try:
-                self._send(message, target, tag, self._context + transport.OBJ)
-            except PeerLost as exc:
-                raise translate(self, exc) from None
-            self._world.count(target, len(message))
+        if dest == PROC_NULL:
             return
-        _wait(self, transport.post(self, message, dest, tag, transport.OBJ))
+        _check_tag(tag)
+        _wait(self, transport.post_obj(self, obj, dest, tag, transport.OBJ))
 
     def _post_obj(self, obj: Any, dest: int, tag: int) -> Part:
         _check_tag(tag)
@@ -244,16 +248,6 @@ class Communicator:
     def recv(self, buf: BufferArg = None, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: StatusArg = None) -> Any:
         """Receive and return an object from ``source`` with ``tag``."""
-        if self._direct and ANY_SOURCE <= source < self.size:               # the fast path
-            try:
-                st, message = self._recv_alloc(self._ranks[source] if source >= 0 else source,
-                                               tag, self._context + transport.OBJ)
-            except PeerLost as exc:
-                raise translate(self, exc) from None
-            obj = transport.decode_obj(self, message, st)
-            if status is not None:
-                status._fill(Status(self._rank_of(st.source), st.tag, st.count))
-            return obj
         if source == PROC_NULL:
             return self.irecv(buf, source, tag).wait(status)
         self._endpoint(source)
@@ -312,16 +306,6 @@ class Communicator:
 
     def Send(self, buf: BufferArg, dest: int, tag: int = 0) -> None:
         """Send the buffer ``buf`` to rank ``dest``."""
-        if (self._direct and type(buf) is np.ndarray and 0 <= dest < self.size
-                and 0 <= tag <= MAX_TAG and buf.flags.c_contiguous):   # the fast path
-            target = self._ranks[dest]
-            try:
-                self._send(buf, target, tag,  # type: ignore[arg-type]  # ndarray: a buffer
-                           self._context + transport.BUF)
-            except PeerLost as exc:
-                raise translate(self, exc) from None
-            self._world.count(target, buf.nbytes)
-            return
         _check_tag(tag)
         if dest == PROC_NULL:
             return
@@ -336,18 +320,6 @@ class Communicator:
     def Recv(self, buf: BufferArg, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: StatusArg = None) -> None:
         """Receive into the buffer ``buf``; a larger message raises TruncationError."""
-        if (self._direct and type(buf) is np.ndarray and ANY_SOURCE <= source < self.size
-                and buf.flags.c_contiguous):               # the fast path
-            try:
-                st: Envelope = self._recv(
-                    buf,  # type: ignore[arg-type]  # ndarray: a buffer
-                    self._ranks[source] if source >= 0 else source,
-                    tag, self._context + transport.BUF)
-            except (TruncationError, PeerLost) as exc:
-                raise translate(self, exc) from None
-            if status is not None:
-                status._fill(Status(self._rank_of(st.source), st.tag, st.count))
-            return
         if source == PROC_NULL:
             self.Irecv(buf, source, tag).Wait(status)
             return
@@ -385,10 +357,15 @@ class Communicator:
         """Run collective ``name`` with the multi-level or the flat algorithm."""
         if base.CHECK_ALL:
             base.check_signature(self, name, args)
-        if (commutative and hasattr(hierarchical, name)
+        if (commutative and (self._sites or self._site_count()) > 1
+                and hasattr(hierarchical, name)
                 and base.use_topology(self._site_count(), self.size, algorithm)):
             return run(getattr(hierarchical, name)(self, *args), self)
-        return run(getattr(flat, name)(self, *args), self)
+        self._now = self._fast            # receives wait at once: the call runs to its end
+        try:
+            return run(getattr(flat, name)(self, *args), self)
+        finally:
+            self._now = None
 
     def barrier(self, algorithm: str | None = None) -> None:
         """Return once every rank has entered."""
@@ -455,6 +432,12 @@ class Communicator:
 
     def _accumulator(self, sendbuf: BufferArg, recvbuf: BufferArg) -> npt.NDArray[Any]:
         """Return a private array holding this rank's input: ``recvbuf`` itself when it can."""
+        return self._accumulate(sendbuf, recvbuf)[0]
+
+    def _accumulate(self, sendbuf: BufferArg, recvbuf: BufferArg
+                    ) -> tuple[npt.NDArray[Any], bool]:
+        """Return ``(accumulator, placed)``: :meth:`_accumulator`'s array, and whether it is
+        ``recvbuf``'s own memory (then a result left in it needs no copy)."""
         out = None if recvbuf is None else as_array(recvbuf)
         data = out if sendbuf is IN_PLACE else as_array(sendbuf)
         if data is None:
@@ -465,27 +448,29 @@ class Communicator:
                 and not np.shares_memory(out, data)):
             if sendbuf is not IN_PLACE:
                 out.reshape(-1)[...] = data.reshape(-1)
-            return out.reshape(-1)
-        return contiguous(data).reshape(-1).copy()
+            return out.reshape(-1), True
+        return contiguous(data).reshape(-1).copy(), False
 
     def Reduce(self, sendbuf: BufferArg, recvbuf: BufferArg, op: ReduceOp = SUM, root: int = 0,
                algorithm: str | None = None) -> None:
         """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` at ``root``."""
         self._endpoint(root)
         op = _op(op)
-        acc = self._accumulator(sendbuf, recvbuf if self.rank == root else None)
+        acc, placed = self._accumulate(sendbuf, recvbuf if self.rank == root else None)
         result = self._collective("reduce", algorithm, acc, op, root, True,
                                   commutative=op.commute)
-        if self.rank == root:
+        if self.rank == root and not (placed and result is acc):
             _store(recvbuf, result)
 
     def Allreduce(self, sendbuf: BufferArg, recvbuf: BufferArg, op: ReduceOp = SUM,
                   algorithm: str | None = None) -> None:
         """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` on every rank."""
         op = _op(op)
-        result = self._collective("allreduce", algorithm, self._accumulator(sendbuf, recvbuf),
-                                  op, True, commutative=op.commute)
-        _store(recvbuf, result)
+        acc, placed = self._accumulate(sendbuf, recvbuf)
+        result = self._collective("allreduce", algorithm, acc, op, True,
+                                  commutative=op.commute)
+        if not (placed and result is acc):      # else the result is in recvbuf already
+            _store(recvbuf, result)
 
     def Scan(self, sendbuf: BufferArg, recvbuf: BufferArg, op: ReduceOp = SUM) -> None:
         """Store ``op`` over ranks ``0..rank`` of ``sendbuf`` into ``recvbuf``."""

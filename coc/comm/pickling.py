@@ -28,7 +28,7 @@ from typing import Any, Literal, TypedDict
 
 __all__ = ["INBAND_LIMIT", "ALLOCATION_FACTOR", "ALLOCATION_SLACK", "dumps", "loads",
            "stream", "OutOfBand", "dumps_out_of_band", "restricting", "set_unpickler",
-           "unpickler_mode", "allowed_globals", "RestrictedUnpickler"]
+           "unpickler_mode", "unpickler_state", "allowed_globals", "RestrictedUnpickler"]
 
 #: Out-of-band buffers smaller than this many bytes are kept inside the pickle stream.
 INBAND_LIMIT = 4096
@@ -122,6 +122,15 @@ def set_unpickler(mode: Mode | None = None, *, allow: Iterable[Allowed] | None =
 def unpickler_mode() -> Mode:
     """Return the current mode of :func:`set_unpickler`."""
     return _state["mode"]
+
+
+def unpickler_state() -> _State:
+    """Return the live settings of :func:`set_unpickler` (a dict; ``"mode"`` is the mode).
+
+    The binding's fast receive reads ``"mode"`` on every message instead of calling
+    :func:`restricting` (no Python frame); nothing else should use it.
+    """
+    return _state
 
 
 def allowed_globals() -> frozenset[tuple[str, str]]:

@@ -13,9 +13,10 @@ real mpi4py past coc's import hook (:mod:`coc.realmpi`), so a change to the engi
   the engine) or :class:`MixedLanes` (peers of this MPI job through MPI, others through
   the engine): the communicator, its requests and its collectives post and probe there.
 
-Hot path: :class:`EngineLanes` hands out the engine's own bound methods (``send``,
-``recv``, ``recv_alloc``), so a blocking ``Send``/``Recv`` costs no Python frame of the
-port (docs/performance.md, "Small messages from Python").
+Hot path: :meth:`EngineLanes.direct_path` gives a communicator the binding's blocking
+point-to-point (``Send``, ``Recv``, ``send``, ``recv``, ``Sendrecv``, ``sendrecv``: one C
+call each, no Python frame; docs/performance.md, "Small messages from Python"), and
+``isend_direct`` is the engine's own ``isend``.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from coc import realmpi
 from coc._native import engine as native
-from coc.comm import sitempi
+from coc.comm import pickling, sitempi, transport
 from coc.errors import LaunchError
-from coc.comm.request import Envelope, Part
+from coc.comm.request import Envelope, Part, Status, translate
 from coc.routes import Routes, apply_delays, apply_routes, apply_wire, next_hops, parse_routes
 
 if TYPE_CHECKING:
     from coc import rendezvous
+    from coc.comm.communicator import Communicator
 
 __all__ = ["Port", "EngineLanes", "MixedLanes", "site_mpi_enabled", "open_under_coc_run",
            "open_from_site_mpi", "open_alone", "Joined"]
@@ -116,21 +118,32 @@ class Port:
         self.engine.close()
 
 
+#: A communicator's blocking point-to-point in the binding (:meth:`EngineLanes.direct_path`).
+Direct = native.Direct
+#: What the binding's fast path (``Direct``) needs of coc.comm, which it does not import.
+_DIRECT_HOOKS = {"translate": translate, "Status": Status, "decode": transport.decode_obj,
+                 "dumps": pickling.stream, "OutOfBand": pickling.OutOfBand,
+                 "unpickler": pickling.unpickler_state(), "OBJ": transport.OBJ,
+                 "BUF": transport.BUF}
+
+
 class EngineLanes:
     """A communicator's peers, every one reached through the engine.
 
-    ``send``, ``recv``, ``recv_alloc`` and ``isend_direct`` are the engine's bound methods
-    (``send``, ``recv``, ``recv_alloc``, ``isend``: engine contexts, world endpoints); the
-    other methods take a context *slot* of the communicator.
+    ``isend_direct`` is the engine's bound ``isend`` (engine contexts, world endpoints);
+    the other methods take a context *slot* of the communicator.
     """
 
     direct = True               # point-to-point may use the engine's bound methods directly
 
     def __init__(self, engine: native.Engine, context: int) -> None:
         self.context = context
-        self.send, self.recv, self.recv_alloc = engine.send, engine.recv, engine.recv_alloc
         self.isend_direct = engine.isend
         self._engine = engine
+
+    def direct_path(self, comm: Communicator) -> Direct:
+        """Return the binding's blocking point-to-point for ``comm`` (see ``Direct``)."""
+        return Direct(self._engine, comm, _DIRECT_HOOKS)
 
     def via_mpi(self, target: int) -> bool:
         """Return True when messages to world rank ``target`` go through the site's MPI."""

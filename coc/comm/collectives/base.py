@@ -123,41 +123,60 @@ def then(steps: Steps[_T], finish: Callable[[_T], object]) -> Steps[_T]:
 
 
 class Call:
-    """The messages of one collective call on ``comm`` (see the module docstring)."""
+    """The messages of one collective call on ``comm`` (see the module docstring).
+
+    In a blocking collective whose peers are all reached through the engine (the
+    communicator's ``_now``, set by ``Communicator._collective`` while it runs a flat
+    algorithm), messages go through the binding's fast path and each receive waits at
+    once: the algorithm's generator then never yields (no driver round trip, no request
+    or status objects). Otherwise receives are yielded as parts (non-blocking collectives,
+    the site's MPI). The messages are the same both ways.
+    """
 
     def __init__(self, comm: Communicator, kind: str, root: int | None = None,
                  buffer: bool = False) -> None:
         self.comm, self.kind, self.root, self.buffer = comm, kind, root, buffer
         self.tag: int = comm._next_collective_tag()
         self.sends: list[Part] = []
+        self.now = comm._now
 
     def send(self, value: Any, dest: int) -> None:
         """Start sending ``value`` (an object, or a NumPy array for buffer calls) to ``dest``."""
+        now, comm, sends = self.now, self.comm, self.sends
         if self.buffer:
-            self.sends.append(transport.post(self.comm, contiguous(value), dest,
-                                             self.tag, transport.COLL_BUF))
+            if now is None or not now.post(value, dest, self.tag, transport.COLL_BUF, sends):
+                sends.append(transport.post(comm, contiguous(value), dest, self.tag,
+                                            transport.COLL_BUF))
         else:
-            self.sends.append(transport.post_obj(self.comm, (self.kind, self.root, value),
-                                                 dest, self.tag, transport.COLL))
+            message = (self.kind, self.root, value)
+            if now is None or not now.post_obj(message, dest, self.tag, transport.COLL, sends):
+                sends.append(transport.post_obj(comm, message, dest, self.tag, transport.COLL))
 
     def recv(self, source: int, into: Any = None) -> Steps[Any]:
         """Receive from rank ``source`` (generator): an object, or into the array ``into``."""
-        comm = self.comm
+        comm, now = self.comm, self.now
         if into is None:
-            (kind, root, value), _ = yield from transport.recv_obj(comm, source, self.tag,
-                                                                  transport.COLL)
-            if (kind, root) != (self.kind, self.root):
+            if now is not None:
+                kind, root, value = now.take_obj(source, self.tag, transport.COLL)
+            else:
+                (kind, root, value), _ = yield from transport.recv_obj(comm, source, self.tag,
+                                                                      transport.COLL)
+            if kind != self.kind or root != self.root:
                 raise CollectiveMismatchError(
                     f"{comm.name}: rank {source} called {_call(kind, root)} but rank "
                     f"{comm.rank} called {_call(self.kind, self.root)}")
             return value
         try:
-            st: Envelope
-            (st,) = yield [comm._irecv(into, source, self.tag, transport.COLL_BUF)]
+            if now is not None:
+                count = now.take(into, source, self.tag, transport.COLL_BUF)
+            else:
+                st: Envelope
+                (st,) = yield [comm._irecv(into, source, self.tag, transport.COLL_BUF)]
+                count = st.count
         except TruncationError as exc:
             raise self._size_mismatch(source, exc.size, into.nbytes) from None
-        if st.count != into.nbytes:
-            raise self._size_mismatch(source, st.count, into.nbytes)
+        if count != into.nbytes:
+            raise self._size_mismatch(source, count, into.nbytes)
         return into
 
     def _size_mismatch(self, source: int, got: int | None,
@@ -169,7 +188,11 @@ class Call:
     def finish(self) -> Steps[None]:
         """Wait for this call's sends (generator)."""
         if self.sends:
-            yield self.sends
+            if self.now is not None:
+                for part in self.sends:
+                    part.wait()
+            else:
+                yield self.sends
             self.sends = []
 
 

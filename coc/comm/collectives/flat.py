@@ -39,14 +39,17 @@ def _combine(op: Op, acc: Any, other: Any, buffer: bool, acc_first: bool = True)
     return op(acc, other) if acc_first else op(other, acc)
 
 
+#: The barrier's messages: empty, so one array serves every send and receive.
+_TOKEN = np.empty(0, np.uint8)
+
+
 def barrier(comm: Communicator) -> Steps[None]:
     """Return once every rank has entered (dissemination: log2(size) rounds)."""
     c = Call(comm, "barrier", buffer=True)
-    token = np.empty(0, np.uint8)
     dist = 1
     while dist < comm.size:
-        c.send(token, (comm.rank + dist) % comm.size)
-        yield from c.recv((comm.rank - dist) % comm.size, into=np.empty(0, np.uint8))
+        c.send(_TOKEN, (comm.rank + dist) % comm.size)
+        yield from c.recv((comm.rank - dist) % comm.size, into=_TOKEN)
         dist <<= 1
     yield from c.finish()
 
