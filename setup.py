@@ -61,7 +61,7 @@ setup(
     packages=find_packages(include=["coc", "coc.*"]) + ["coc.data.topology", "coc.data.launcher"],
     package_dir={"coc.data.topology": "topology", "coc.data.launcher": "launcher"},
     package_data={
-        "coc": ["*.pyx", "*.pxd", "*.pyi", "py.typed"],
+        "coc": ["*.pyx", "*.pxd", "*.pxi", "*.pyi", "py.typed"],
         "coc.mpi4py": ["startup/sitecustomize.py"],
         "coc.data.topology": ["*.yaml"],
         "coc.data.launcher": ["*", "*/*"],

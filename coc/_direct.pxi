@@ -1,0 +1,290 @@
+# _direct.pxi: included by _engine.pyx (one extension module, so Direct calls the Engine's
+# cdef helpers directly). A communicator's blocking point-to-point in one C call each (issue
+# 17): kept apart from the engine's own wrapper classes above it.
+
+cdef inline bint _int_in(object value, long low, long high, long *out) except -1:
+    """Store ``value`` in ``out`` and return True when it is an ``int`` in low..high
+    (anything else goes to the general path, which says what is wrong with it)."""
+    if type(value) is not int:
+        return False
+    try:
+        out[0] = value
+    except OverflowError:
+        return False
+    return low <= out[0] <= high
+
+
+@cython.final
+cdef class Direct:
+    """A communicator's blocking point-to-point, each call one C function of the binding.
+
+    ``Send``, ``Recv``, ``send``, ``recv``, ``Sendrecv`` and ``sendrecv`` take the
+    communicator's own arguments and do what its methods do when every peer is reached
+    through the engine: check the ranks and tag, post, wait (the GIL released only when
+    the operation is not complete at once), count the message, fill ``status``. No Python
+    frame runs between the caller and the engine, no request or status object is made for
+    an operation that completes at once. Anything else (``PROC_NULL``, a rank or tag out of
+    range, a buffer that is not C-contiguous or a list like ``[buf, count, dtype]``, an
+    object holding a large buffer, a message that is not a plain pickle) goes to the
+    communicator's class method, the general path, which gives the same result or error.
+
+    ``hooks`` holds what the communicator's modules define (the binding imports none of
+    them): ``translate(comm, exc)`` (engine errors naming ranks), ``Status``, ``decode``
+    (``decode(comm, message, status)``: any object message), ``dumps`` (an object's pickle,
+    raising ``OutOfBand`` for one that holds a large buffer), ``OutOfBand``, ``unpickler``
+    (a dict whose ``"mode"`` is ``"default"`` when received pickles are plain ones), and
+    ``OBJ``/``BUF`` (the context slots of objects and buffers).
+    """
+    cdef Engine _engine
+    cdef object _comm
+    cdef object _cls
+    cdef object _world
+    cdef dict _counters
+    cdef tuple _ranks
+    cdef dict _of_world
+    cdef long _size
+    cdef unsigned int _obj_ctx
+    cdef unsigned int _buf_ctx
+    cdef unsigned int _context
+    cdef object _translate
+    cdef object _status_type
+    cdef object _decode
+    cdef object _dumps
+    cdef object _out_of_band
+    cdef dict _unpickler
+    cdef object _loads
+
+    def __init__(self, Engine engine, comm, dict hooks):
+        import pickle
+        self._engine, self._comm, self._cls = engine, comm, type(comm)
+        self._world = comm._world
+        self._counters = comm._world.counters
+        self._ranks = tuple(comm._ranks)
+        self._of_world = comm._of_world
+        self._size = len(self._ranks)
+        self._context = comm._context
+        self._obj_ctx = comm._context + hooks["OBJ"]
+        self._buf_ctx = comm._context + hooks["BUF"]
+        self._translate, self._status_type = hooks["translate"], hooks["Status"]
+        self._decode, self._dumps = hooks["decode"], hooks["dumps"]
+        self._out_of_band, self._unpickler = hooks["OutOfBand"], hooks["unpickler"]
+        self._loads = pickle.loads
+
+    cdef int _count(self, int target, Py_ssize_t nbytes) except -1:
+        """Count one message to world rank ``target`` (the world's counters)."""
+        cdef dict c = self._counters
+        c["messages"] += 1
+        c["bytes"] += nbytes
+        world = self._world
+        if world.sites[target] != world.site:
+            c["inter_site_messages"] += 1
+            c["inter_site_bytes"] += nbytes
+        return 0
+
+    cdef int _fill(self, object status, c.coc_status *st) except -1:
+        """Fill the caller's ``status`` from ``st`` (its source as a rank)."""
+        source = self._of_world.get(st.source, st.source)
+        if type(status) is self._status_type:
+            status.source, status.tag, status.count = source, st.tag, st.count
+            status.error, status.cancelled = 0, False
+        else:
+            status._fill(self._status_type(source, st.tag, st.count))
+        return 0
+
+    cdef object _failed(self, BaseException exc):
+        """The exception to raise for an engine error: ranks of the communicator named."""
+        return self._translate(self._comm, exc)
+
+    cdef object _object(self, Message m, c.coc_status *st):
+        """The object in message ``m``: a plain pickle here, anything else by ``decode``."""
+        if (m._n and (<unsigned char *>m._p)[0] == 0x80
+                and self._unpickler["mode"] == "default"):
+            return self._loads(m)
+        return self._decode(self._comm, m, _status(st))
+
+    cdef int _send_now(self, Py_buffer *view, long dest, long tag,
+                       unsigned int context) except -1:
+        """Send ``view`` (released here) to rank ``dest``, count it; errors name ranks."""
+        cdef int target = self._ranks[dest]
+        cdef Py_ssize_t n = view.len
+        try:
+            self._engine._send_view(view, target, tag, context)
+        except _errors.PeerLost as exc:
+            raise self._failed(exc) from None
+        self._count(target, n)
+        return 0
+
+    cdef Message _exchange(self, Py_buffer *out, long dest, long sendtag, Py_buffer *into,
+                           long source, long recvtag, unsigned int context,
+                           c.coc_status *st):
+        """:meth:`Engine._sendrecv_views` between ranks: counted, errors naming ranks."""
+        cdef int target = self._ranks[dest]
+        cdef Py_ssize_t n = out.len
+        try:
+            m = self._engine._sendrecv_views(out, target, sendtag, into,
+                                             self._ranks[source] if source >= 0 else source,
+                                             recvtag, context, st)
+        except (_errors.TruncationError, _errors.PeerLost) as exc:
+            raise self._failed(exc) from None
+        self._count(target, n)
+        return m
+
+    def Send(self, buf, dest, tag=0):
+        """``Communicator.Send``: send the buffer ``buf`` to rank ``dest``."""
+        cdef Py_buffer view
+        cdef long d, t
+        if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
+            return self._cls.Send(self._comm, buf, dest, tag)
+        try:
+            PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS)
+        except Exception:
+            return self._cls.Send(self._comm, buf, dest, tag)
+        self._send_now(&view, d, t, self._buf_ctx)
+
+    def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """``Communicator.Recv``: receive into the buffer ``buf``."""
+        cdef Py_buffer view
+        cdef c.coc_status st
+        cdef long s, t
+        if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
+            return self._cls.Recv(self._comm, buf, source, tag, status)
+        try:
+            PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+        except Exception:
+            return self._cls.Recv(self._comm, buf, source, tag, status)
+        try:
+            self._engine._recv_view(&view, self._ranks[s] if s >= 0 else s, t,
+                                    self._buf_ctx, &st)
+        except (_errors.TruncationError, _errors.PeerLost) as exc:
+            raise self._failed(exc) from None
+        if status is not None:
+            self._fill(status, &st)
+
+    def send(self, obj, dest, tag=0):
+        """``Communicator.send``: send the object ``obj`` to rank ``dest``."""
+        cdef Py_buffer view
+        cdef long d, t
+        if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
+            return self._cls.send(self._comm, obj, dest, tag)
+        try:
+            message = self._dumps(obj)
+        except self._out_of_band:
+            return self._cls.send(self._comm, obj, dest, tag)
+        PyObject_GetBuffer(message, &view, 0)
+        self._send_now(&view, d, t, self._obj_ctx)
+
+    def recv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """``Communicator.recv``: receive and return an object."""
+        cdef c.coc_status st
+        cdef long s, t
+        cdef Message m
+        if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
+            return self._cls.recv(self._comm, buf, source, tag, status)
+        try:
+            m = self._engine._recv_alloc_now(self._ranks[s] if s >= 0 else s, t,
+                                             self._obj_ctx, None, &st)
+        except _errors.PeerLost as exc:
+            raise self._failed(exc) from None
+        obj = self._object(m, &st)
+        if status is not None:
+            self._fill(status, &st)
+        return obj
+
+    def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
+                 recvtag=ANY_TAG, status=None):
+        """``Communicator.Sendrecv``: send ``sendbuf`` to ``dest`` and receive into
+        ``recvbuf`` from ``source`` at once."""
+        cdef Py_buffer out, into
+        cdef c.coc_status st
+        cdef long d, s, dt, rt
+        if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(sendtag, 0, MAX_TAG, &dt)
+                and _int_in(source, -1, self._size - 1, &s)
+                and _int_in(recvtag, -1, MAX_TAG, &rt)):
+            return self._cls.Sendrecv(self._comm, sendbuf, dest, sendtag, recvbuf, source,
+                                      recvtag, status)
+        try:
+            PyObject_GetBuffer(sendbuf, &out, PyBUF_C_CONTIGUOUS)
+        except Exception:
+            return self._cls.Sendrecv(self._comm, sendbuf, dest, sendtag, recvbuf, source,
+                                      recvtag, status)
+        try:
+            PyObject_GetBuffer(recvbuf, &into, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+        except Exception:
+            PyBuffer_Release(&out)
+            return self._cls.Sendrecv(self._comm, sendbuf, dest, sendtag, recvbuf, source,
+                                      recvtag, status)
+        self._exchange(&out, d, dt, &into, s, rt, self._buf_ctx, &st)
+        if status is not None:
+            self._fill(status, &st)
+
+    def sendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
+                 recvtag=ANY_TAG, status=None):
+        """``Communicator.sendrecv``: send ``sendobj`` to ``dest`` and receive an object
+        from ``source`` at once."""
+        cdef Py_buffer out
+        cdef c.coc_status st
+        cdef long d, s, dt, rt
+        cdef Message m
+        if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(sendtag, 0, MAX_TAG, &dt)
+                and _int_in(source, -1, self._size - 1, &s)
+                and _int_in(recvtag, -1, MAX_TAG, &rt)):
+            return self._cls.sendrecv(self._comm, sendobj, dest, sendtag, recvbuf, source,
+                                      recvtag, status)
+        try:
+            message = self._dumps(sendobj)
+        except self._out_of_band:
+            return self._cls.sendrecv(self._comm, sendobj, dest, sendtag, recvbuf, source,
+                                      recvtag, status)
+        PyObject_GetBuffer(message, &out, 0)
+        m = self._exchange(&out, d, dt, NULL, s, rt, self._obj_ctx, &st)
+        obj = self._object(m, &st)
+        if status is not None:
+            self._fill(status, &st)
+        return obj
+
+    # The messages of blocking collectives (coc.comm.collectives.base.Call): ranks of the
+    # communicator, tags and context slots already checked by the caller; engine errors
+    # are raised as they are (the collective's driver names ranks in them).
+
+    def post(self, buf, int dest, int tag, unsigned int slot, list pending):
+        """Start sending the C-contiguous buffer ``buf`` to rank ``dest`` on context
+        ``slot`` (counted); a send not complete at once goes on the list ``pending`` as an
+        :class:`EngineRequest`. Return False, having sent nothing, for another buffer."""
+        cdef Py_buffer view
+        cdef int target = self._ranks[dest]
+        cdef Py_ssize_t n
+        try:
+            PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS)
+        except Exception:
+            return False
+        n = view.len
+        req = self._engine._isend_view(&view, target, tag, self._context + slot)
+        if req is not None:
+            pending.append(req)
+        self._count(target, n)
+        return True
+
+    def post_obj(self, obj, int dest, int tag, unsigned int slot, list pending):
+        """Start sending object ``obj`` as :meth:`post` does; False, having sent nothing,
+        when it holds a large buffer (the general path sends those)."""
+        try:
+            message = self._dumps(obj)
+        except self._out_of_band:
+            return False
+        return self.post(message, dest, tag, slot, pending)
+
+    def take(self, buf, int source, int tag, unsigned int slot):
+        """Receive from rank ``source`` into ``buf`` (blocking); return the message's size."""
+        cdef Py_buffer view
+        cdef c.coc_status st
+        PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+        self._engine._recv_view(&view, self._ranks[source], tag,
+                                self._context + slot, &st)
+        return st.count
+
+    def take_obj(self, int source, int tag, unsigned int slot):
+        """Receive an object from rank ``source`` (blocking) and return it."""
+        cdef c.coc_status st
+        cdef Message m = self._engine._recv_alloc_now(
+            self._ranks[source], tag, self._context + slot, None, &st)
+        return self._object(m, &st)
