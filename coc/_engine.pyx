@@ -250,6 +250,19 @@ cdef void _store_status(EngineStatus s, c.coc_status *st) noexcept:
     st.source, st.tag, st.context, st.count, st.error = s.source, s.tag, s.context, s.count, 0
 
 
+cdef Message _take_message(c.coc_request *r):
+    """The engine memory a completed receive of any size filled, as a :class:`Message`
+    (None when it has none); the request keeps no claim on it."""
+    cdef size_t n = 0
+    cdef void *p = c.coc_request_take_buffer(r, &n)
+    cdef Message m
+    if p == NULL:
+        return None
+    m = Message.__new__(Message)
+    m._p, m._n = p, n
+    return m
+
+
 @cython.final
 cdef class Message:
     """The bytes of a message the engine received into memory of its own (exact size).
@@ -331,15 +344,10 @@ cdef class EngineRequest:
 
     cdef void _finish(self, c.coc_status *st):
         """Record the outcome, free the C request, release the buffer, leave the engine."""
-        cdef size_t n = 0
-        cdef void *p
         self._result = _status(st)
         self._error = st.error
         if self._alloc and self._r != NULL:
-            p = c.coc_request_take_buffer(self._r, &n)
-            if p != NULL:
-                self._message = Message.__new__(Message)
-                self._message._p, self._message._n = p, n
+            self._message = _take_message(self._r)
         self._free()
         self._release()
         self._engine._pending.discard(self)
@@ -882,8 +890,6 @@ cdef class Engine:
         """Receive a message of any size (irecv_alloc + wait) into engine memory; fill ``st``."""
         cdef c.coc_request *r = NULL
         cdef size_t cap = <size_t>-1 if max is None else max
-        cdef size_t n = 0
-        cdef void *p
         cdef Message m
         cdef EngineRequest req
         cdef int rc
@@ -891,10 +897,8 @@ cdef class Engine:
         rc = c.coc_irecv_alloc(self._e, source, context, tag, cap, &r)
         check(rc, "receive")
         if c.coc_wait(r, 0, st) == 0 and st.error == 0:
-            p = c.coc_request_take_buffer(r, &n)
+            m = _take_message(r)
             c.coc_request_free(r)
-            m = Message.__new__(Message)
-            m._p, m._n = p, n
             return m
         req = self._adopt(r, NULL, False, source, tag, context, True)
         req._size = 0 if max is None else max  # pending(): 0 = any size
@@ -911,12 +915,8 @@ cdef class Engine:
         A send that fails leaves the receive posted and tracked (as ``irecv`` + ``send``).
         """
         cdef c.coc_request *rr = NULL
-        cdef c.coc_request *sr = NULL
-        cdef c.coc_status sst
         cdef EngineRequest rreq = None, sreq = None
         cdef Message m = None
-        cdef size_t n = 0
-        cdef void *p
         cdef int rc
         try:
             self._open_check()
@@ -934,25 +934,17 @@ cdef class Engine:
             if into != NULL:
                 PyBuffer_Release(into)
             check(rc, "receive")
-        rc = c.coc_isend(self._e, dest, context, sendtag, out.buf, out.len, &sr)
-        if c.coc_wait(rr, 0, st) == 0 and st.error == 0:
-            if into == NULL:
-                p = c.coc_request_take_buffer(rr, &n)
-                m = Message.__new__(Message)
-                m._p, m._n = p, n
+        try:
+            sreq = self._isend_view(out, dest, sendtag, context)
+        finally:  # the receive is looked at and, if not complete, tracked even when the send failed
+            if c.coc_wait(rr, 0, st) == 0 and st.error == 0:
+                if into == NULL:
+                    m = _take_message(rr)
+                else:
+                    PyBuffer_Release(into)
+                c.coc_request_free(rr)
             else:
-                PyBuffer_Release(into)
-            c.coc_request_free(rr)
-        else:
-            rreq = self._adopt(rr, into, False, source, recvtag, context, into == NULL)
-        if rc < 0:
-            PyBuffer_Release(out)
-            check(rc, f"send to endpoint {dest} (tag {sendtag})")
-        if c.coc_wait(sr, 0, &sst) == 0 and sst.error == 0:
-            c.coc_request_free(sr)
-            PyBuffer_Release(out)
-        else:
-            sreq = self._adopt(sr, out, True, dest, sendtag, context, False)
+                rreq = self._adopt(rr, into, False, source, recvtag, context, into == NULL)
         if sreq is not None:
             sreq.wait()
         if rreq is not None:
