@@ -357,7 +357,7 @@ class Communicator:
         """Run collective ``name`` with the multi-level or the flat algorithm."""
         if base.CHECK_ALL:
             base.check_signature(self, name, args)
-        if (commutative and (self._sites or self._site_count()) > 1
+        if (commutative and self._site_count() > 1
                 and hasattr(hierarchical, name)
                 and base.use_topology(self._site_count(), self.size, algorithm)):
             return run(getattr(hierarchical, name)(self, *args), self)
