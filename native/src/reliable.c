@@ -29,7 +29,8 @@
  * Liveness: every open connection that stays quiet gets a PING frame each quarter of
  * liveness_ns; a connection that brings nothing for liveness_ns (a stopped peer, a cut
  * link: TCP may stay open) is declared dead like a closed one. A connection we stopped
- * reading (a full forwarding window) is not judged.
+ * reading (a full forwarding window) is not judged; at an endpoint, a gateway's
+ * connection stalled in the middle of a frame gets twice the timeout (stalled_mid_frame).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -438,6 +439,21 @@ static void retransmit_stuck(coc_engine *e)
     }
 }
 
+/* Is c, at an endpoint, a gateway's connection that stopped in the middle of a frame? A
+ * gateway cuts a frame through as it arrives, so when the link the frame comes from dies
+ * (or the gateway there stops), the frame stops here too and no PING can come behind it.
+ * The gateway judges its silent link within the liveness timeout and then closes this
+ * connection itself (PATH frames follow: nothing is lost). Judging it here at the same
+ * moment would race that verdict, and the gateway would see a connection end without BYE:
+ * an endpoint that died, which it reports to every endpoint. So an endpoint gives such a
+ * connection twice the timeout. Gateways do not: the verdict on a stalled link must come
+ * first where the link is, and a gateway judging another one wrongly only moves routes. */
+static int stalled_mid_frame(const coc_engine *e, const coc__conn *c)
+{
+    return !e->forward && (c->theirs.flags & COC__HELLO_GATEWAY) &&
+           (c->rstate == COC__RX_PAYLOAD || (c->rstate == COC__RX_HDR && c->rlen > c->rpos));
+}
+
 void coc__rel_liveness(coc_engine *e)
 {
     uint64_t now = coc__now_ns();
@@ -450,7 +466,7 @@ void coc__rel_liveness(coc_engine *e)
         if (c->rx_count != c->rx_seen || c->rstate == COC__RX_PAUSED || !c->rx_stamp_ns) {
             c->rx_seen = c->rx_count;
             c->rx_stamp_ns = now;
-        } else if (now - c->rx_stamp_ns > e->liveness_ns) {
+        } else if (now - c->rx_stamp_ns > e->liveness_ns * (stalled_mid_frame(e, c) ? 2 : 1)) {
             coc__log(e, "%s sent nothing for %llu ms (liveness timeout): presumed dead", c->name,
                      (unsigned long long)((now - c->rx_stamp_ns) / 1000000u));
             coc__conn_fail(c, COC_ETIMEDOUT, "silent past the liveness timeout");

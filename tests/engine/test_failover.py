@@ -194,3 +194,46 @@ def test_both_gateways_closing_on_a_dying_sender_strand_nothing(open_engine, gat
         assert exc.peer == 3, exc
     else:
         assert (whole == 1).all()
+
+
+@pytest.mark.parametrize("victim", ["ga1", "ga2"])
+def test_a_frame_stalled_by_a_stopped_gateway_does_not_look_like_a_dead_one(
+        open_engine, gateway, victim, monkeypatch):
+    # Two tiers; a large message streams 1 -> {ga1, ga2} -> {gb1, gb2} -> 2 and one near
+    # gateway is stopped (SIGSTOP) mid-fragment. The far gateways were cutting its
+    # fragments through to 2, so their connections to 2 stop in the middle of a frame, with
+    # no room for a PING. The far gateways judge the stopped one and close those
+    # connections themselves (the rest goes again through the other near gateway);
+    # endpoint 2 must leave them that verdict, or it closes its connections to live
+    # gateways, which then tell endpoint 1 that 2 died. The endpoints' liveness timeout is
+    # set shorter than the gateways' so that, judged at its plain timeout, 2 would always
+    # come first. Sockets, not shared memory, as between hosts (a ring's doorbells keep
+    # a connection talking).
+    monkeypatch.setenv("COC_SHM", "0")
+    monkeypatch.setenv("COC_LIVENESS_MS", "1000")
+
+    def slower_gateway(*args, **kwargs):
+        with monkeypatch.context() as m:
+            m.setenv("COC_LIVENESS_MS", "1300")
+            return gateway(*args, **kwargs)
+
+    a, b, gws = build(open_engine, slower_gateway, two_tier=True)
+    size = 96 << 20
+    data = np.arange(size // 8, dtype=np.uint64).view(np.uint8)
+    got = np.empty(size, dtype=np.uint8)
+    recv, send = b.irecv(got, 1, tag=5), a.isend(data, 2, tag=5)
+    far = (gws["gb1"], gws["gb2"])
+    deadline = time.monotonic() + scaled(30)
+    while min(gw.stats()["bytes_forwarded"] for gw in far) < (8 << 20):
+        assert time.monotonic() < deadline, "the large message never started on both lanes"
+        time.sleep(0.002)
+    os.kill(gws[victim].pid, signal.SIGSTOP)
+    try:
+        send.wait(scaled(60))
+        recv.wait(scaled(60))
+    finally:
+        os.kill(gws[victim].pid, signal.SIGCONT)
+    assert (got == data).all(), "the message arrived corrupted"
+    log = b.take_log()
+    assert not [line for line in log if "presumed dead" in line], \
+        "endpoint 2 judged a live far gateway dead:\n" + "\n".join(log)
