@@ -375,7 +375,8 @@ cdef class EngineRequest:
         if self._r == NULL:
             return False
         rc = c.coc_test(self._r, &st)
-        check(rc, self._what())
+        if rc < 0:
+            check(rc, self._what())
         if rc == 1:
             self._finish(&st)
             return True
@@ -621,7 +622,8 @@ cdef class Engine:
     cdef bint _closing
     cdef set _pending       # requests not yet completed, kept alive with their buffers
     cdef dict _exited       # {endpoint: monotonic ns from when receives from it fail}
-    cdef Py_ssize_t _sweep_at
+    cdef Py_ssize_t _sweep_at       # pending requests at which _track sweeps
+    cdef Py_ssize_t _sweep_floor    # the least _sweep_at (grows after wasted sweeps)
     cdef readonly unsigned int self_id
     cdef dict _addresses    # peer id -> the address given to add_peer (for messages)
 
@@ -630,7 +632,7 @@ cdef class Engine:
         self._pending = set()
         self._addresses = {}
         self._exited = {}
-        self._sweep_at = 64
+        self._sweep_at = self._sweep_floor = 64
 
     def __init__(self, self_id, secret=None, *, keys=None, listen_host=None,
                  port_range=(0, 0), eager_limit=0, fragment_size=0, forward_window=0,
@@ -829,12 +831,24 @@ cdef class Engine:
         return req
 
     cdef void _track(self, EngineRequest req) except *:
-        """Keep ``req`` alive until complete; now and then forget completed ones."""
+        """Keep ``req`` alive until complete; now and then forget completed ones.
+
+        A sweep polls every pending request, so that those completed but never waited
+        for (dropped by their caller) let go of their buffers. A sweep that finds most
+        of them still in flight was wasted (a program with many requests out, as a
+        window of non-blocking receives, polls each one for nothing): the next sweeps
+        then wait for twice as many (``_sweep_floor``).
+        """
+        cdef Py_ssize_t before, after
         self._pending.add(req)
-        if len(self._pending) >= self._sweep_at:
+        before = len(self._pending)
+        if before >= self._sweep_at:
             for r in list(self._pending):
                 (<EngineRequest>r)._poll()
-            self._sweep_at = max(64, 2 * len(self._pending))
+            after = len(self._pending)
+            if 2 * after > before and self._sweep_floor < (1 << 20):
+                self._sweep_floor *= 2
+            self._sweep_at = max(self._sweep_floor, 2 * after)
 
     def isend(self, buf, dest, tag=0, context=0):
         """Start sending the bytes of ``buf`` (any contiguous buffer) to endpoint ``dest``.
