@@ -1,15 +1,16 @@
 """CPU time per point-to-point operation from Python, which machine load barely moves.
 
 A world of one rank (started directly, no coc-run) sends to itself: ``Send`` + ``Recv`` of
-8 B, ``send`` + ``recv`` of a 100-byte dict, and non-blocking messages of 8 B in windows of
+8 B, ``send`` + ``recv`` of a 100-byte dict, the same as one ``Sendrecv``/``sendrecv``
+each, and non-blocking messages of 8 B in windows of
 64 (post 64 ``Irecv`` and 64 ``Isend``, then complete them): by ``Wait`` on each, by one
 ``Waitall`` over the 128 requests, and by ``Test`` on each until it says done. Each
 figure is the calling thread's CPU time (``time.thread_time``) per operation (a message
 sent and received), median (min-max) of 5 runs of 5000 operations.
 
 ``--mpi`` runs the same with mpi4py (``MPI.COMM_SELF``; the blocking pairs are left out:
-MPICH's blocking send to itself does not return), the reference of the non-blocking
-figures. Compare two builds of coc by running each with its source tree first on
+MPICH's blocking send to itself does not return), the reference of the exchanges and the
+non-blocking figures. Compare two builds of coc by running each with its source tree first on
 ``PYTHONPATH`` (docs/performance.md).
 
 Run: ``python benchmarks/cpu_per_op.py [--mpi]``.
@@ -47,6 +48,14 @@ def _bodies(comm, Request, blocking):
             comm.send(OBJ, 0, 2)
             comm.recv(source=0, tag=2)
 
+    def exchange_buffers():
+        for _ in range(N):
+            comm.Sendrecv(buf, 0, 4, out, 0, 4)
+
+    def exchange_objects():
+        for _ in range(N):
+            comm.sendrecv(OBJ, 0, 5, None, 0, 5)
+
     def wait_each():
         for _ in range(windows):
             for r in post():
@@ -66,6 +75,8 @@ def _bodies(comm, Request, blocking):
     if blocking:
         bodies["Send + Recv, 8 B"] = (buffers, N)
         bodies["send + recv, 100-byte dict"] = (objects, N)
+    bodies["Sendrecv, 8 B"] = (exchange_buffers, N)
+    bodies["sendrecv, 100-byte dict"] = (exchange_objects, N)
     bodies["Irecv + Isend + Wait, window of 64"] = (wait_each, windows * WINDOW)
     bodies["Irecv + Isend + Waitall, window of 64"] = (wait_all, windows * WINDOW)
     bodies["Irecv + Isend + Test, window of 64"] = (test_each, windows * WINDOW)
