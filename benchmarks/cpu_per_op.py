@@ -2,7 +2,8 @@
 
 A world of one rank (started directly, no coc-run) sends to itself: ``Send`` + ``Recv`` of
 8 B, ``send`` + ``recv`` of a 100-byte dict, the same as one ``Sendrecv``/``sendrecv``
-each, and non-blocking messages of 8 B in windows of
+each, the dict by ``irecv`` + ``isend`` + ``wait``, and non-blocking messages of 8 B in
+windows of
 64 (post 64 ``Irecv`` and 64 ``Isend``, then complete them): by ``Wait`` on each, by one
 ``Waitall`` over the 128 requests, and by ``Test`` on each until it says done. Each
 figure is the calling thread's CPU time (``time.thread_time``) per operation (a message
@@ -56,6 +57,12 @@ def _bodies(comm, Request, blocking):
         for _ in range(N):
             comm.sendrecv(OBJ, 0, 5, None, 0, 5)
 
+    def objects_nonblocking():
+        for _ in range(N):
+            r = comm.irecv(None, 0, 6)
+            comm.isend(OBJ, 0, 6).wait()
+            r.wait()
+
     def wait_each():
         for _ in range(windows):
             for r in post():
@@ -77,6 +84,7 @@ def _bodies(comm, Request, blocking):
         bodies["send + recv, 100-byte dict"] = (objects, N)
     bodies["Sendrecv, 8 B"] = (exchange_buffers, N)
     bodies["sendrecv, 100-byte dict"] = (exchange_objects, N)
+    bodies["irecv + isend + wait, 100-byte dict"] = (objects_nonblocking, N)
     bodies["Irecv + Isend + Wait, window of 64"] = (wait_each, windows * WINDOW)
     bodies["Irecv + Isend + Waitall, window of 64"] = (wait_all, windows * WINDOW)
     bodies["Irecv + Isend + Test, window of 64"] = (test_each, windows * WINDOW)

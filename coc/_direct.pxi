@@ -119,8 +119,9 @@ cdef class Direct:
         return self._translate(self._comm, exc)
 
     cdef object _object(self, Message m, c.coc_status *st):
-        """The object in message ``m``: a plain pickle here, anything else by ``decode``."""
-        if (m._n and (<unsigned char *>m._p)[0] == 0x80
+        """The object in message ``m`` (None: an empty message): a plain pickle here,
+        anything else by ``decode``."""
+        if (m is not None and m._n and (<unsigned char *>m._p)[0] == 0x80
                 and self._unpickler["mode"] == "default"):
             return self._loads(m)
         return self._decode(self._comm, m, _status(st))
@@ -210,6 +211,39 @@ cdef class Direct:
         req._owner = self
         self._engine._post_view(req, False, self._ranks[s] if s >= 0 else s, t,
                                 self._buf_ctx)
+        return req
+
+    def isend(self, obj, dest, tag=0):
+        """``Communicator.isend``: start sending the object ``obj`` to rank ``dest``."""
+        cdef BufferRequest req
+        cdef long d, t
+        cdef int target
+        if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
+            return self._cls.isend(self._comm, obj, dest, tag)
+        try:
+            message = self._dumps(obj)
+        except self._out_of_band:
+            return self._cls.isend(self._comm, obj, dest, tag)
+        req = BufferRequest.__new__(BufferRequest)
+        PyObject_GetBuffer(message, &req._view, 0)
+        req._owner = self
+        target = self._ranks[d]
+        try:
+            self._engine._post_view(req, True, target, t, self._obj_ctx)
+        except _errors.PeerLost as exc:
+            raise self._failed(exc) from None
+        self._count(target, req._size)
+        return req
+
+    def irecv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
+        """``Communicator.irecv``: start receiving an object; ``wait()`` returns it."""
+        cdef BufferRequest req
+        cdef long s, t
+        if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
+            return self._cls.irecv(self._comm, buf, source, tag)
+        req = BufferRequest.__new__(BufferRequest)
+        req._owner, req._object = self, True
+        self._engine._post_alloc(req, self._ranks[s] if s >= 0 else s, t, self._obj_ctx, None)
         return req
 
     def send(self, obj, dest, tag=0):

@@ -1077,16 +1077,23 @@ cdef class Engine:
         ``max`` bytes and raises :class:`coc.errors.TruncationError`.
         """
         cdef EngineRequest req = EngineRequest.__new__(EngineRequest)
-        cdef int32_t s = source, t = tag
         cdef uint32_t ctx = context
+        self._post_alloc(req, source, tag, ctx, max)
+        return req
+
+    cdef int _post_alloc(self, EngineRequest req, int source, int tag, unsigned int context,
+                         object max) except -1:
+        """Post ``req`` as a receive of any size (up to ``max`` bytes, None: no limit) into
+        memory the engine allocates; track it."""
         cdef size_t cap = <size_t>-1 if max is None else max
         cdef int rc
         req._engine, req._is_send, req._peer, req._tag = self, False, source, tag
         req._context, req._alloc = context, True
         req._size = 0 if max is None else max  # pending(): 0 = any size
         self._enter()
-        rc = c.coc_irecv_alloc(self._e, s, ctx, t, cap, &req._r)
-        return self._posted(req, rc)
+        rc = c.coc_irecv_alloc(self._e, source, context, tag, cap, &req._r)
+        self._posted(req, rc)
+        return 0
 
     def irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
         """Post a receive into ``buf`` (writable, C-contiguous), filled in place."""

@@ -1,13 +1,13 @@
 # _request.pxi: included by _engine.pyx after _direct.pxi. A communicator's non-blocking
-# point-to-point of a buffer as one object over the engine request (issue 17), and waits
-# over lists of requests in one call.
+# point-to-point (a buffer, or an object in one message) as one object over the engine
+# request (issue 17), and waits over lists of requests in one call.
 
 @cython.final
 @cython.no_gc_clear
 cdef class BufferRequest(EngineRequest):
-    """A communicator's ``Isend`` or ``Irecv`` of a buffer (what :meth:`Direct.Isend` and
-    :meth:`Direct.Irecv` return): ``coc.comm.request.Request``'s methods on the engine
-    request itself.
+    """A communicator's ``Isend``/``Irecv`` of a buffer or ``isend``/``irecv`` of an object
+    (what :class:`Direct`'s methods of those names return): ``coc.comm.request.Request``'s
+    methods on the engine request itself; an object's receive returns the object.
 
     The general path makes a ``Single`` (Python) around an :class:`EngineRequest`; this is
     the same operation with no second object and no Python frame: ``Wait`` looks once
@@ -18,10 +18,14 @@ cdef class BufferRequest(EngineRequest):
     """
     cdef Direct _owner
     cdef bint _cancelled
+    cdef bint _object       # an object's receive (irecv): waits return the object
+    cdef bint _decoded
+    cdef object _value      # the received object, once decoded
+    cdef object _failure    # what decoding it raised (raised again at every wait)
 
     cdef int _settle(self, object status, object timeout) except -1:
         """Wait until complete (``timeout`` seconds); fill ``status`` (receives), raise
-        the operation's error naming ranks."""
+        the operation's error naming ranks (or the object's decoding error)."""
         if self._cancelled:
             if status is not None:
                 self._owner._fill_cancelled(status)
@@ -32,8 +36,23 @@ cdef class BufferRequest(EngineRequest):
             self._check()
         except (_errors.TruncationError, _errors.PeerLost) as exc:
             raise self._owner._failed(exc) from None
+        if self._object:
+            self._decode()
+            if self._failure is not None:
+                raise self._failure
         if status is not None and not self._is_send:
             self._owner._fill(status, &self._st)
+        return 0
+
+    cdef int _decode(self) except -1:
+        """Decode a received object once: its value, or the error decoding raised."""
+        if not self._decoded:
+            self._decoded = True
+            try:
+                self._value = self._owner._object(self._message, &self._st)
+            except Exception as exc:  # kept, and raised by every wait as the general path does
+                self._failure = exc
+            self._message = None
         return 0
 
     cdef bint _ready(self) except -1:
@@ -41,8 +60,10 @@ cdef class BufferRequest(EngineRequest):
         return self._cancelled or self._poll()
 
     def wait(self, status=None, timeout=None):
-        """Block until complete; fill ``status``; return None (a buffer has no object)."""
+        """Block until complete; fill ``status``; return the received object (None for
+        sends and buffers)."""
         self._settle(status, timeout)
+        return self._value
 
     def Wait(self, status=None, timeout=None):
         """Block until complete; fill ``status``; return True."""
@@ -50,10 +71,11 @@ cdef class BufferRequest(EngineRequest):
         return True
 
     def test(self, status=None):
-        """Return ``(True, None)`` once complete (filling ``status``), else ``(False, None)``."""
+        """Return ``(True, object)`` once complete (filling ``status``), else
+        ``(False, None)``."""
         if self._ready():
             self._settle(status, None)
-            return True, None
+            return True, self._value
         return False, None
 
     def Test(self, status=None):
@@ -72,7 +94,10 @@ cdef class BufferRequest(EngineRequest):
             if self._cancelled:
                 self._owner._fill_cancelled(status)
             elif not self._is_send and self._error == 0 and not self._peer_exited:
-                self._owner._fill(status, &self._st)
+                if self._object:
+                    self._decode()
+                if self._failure is None:
+                    self._owner._fill(status, &self._st)
         return True
 
     def Get_status(self, status=None):
@@ -115,7 +140,7 @@ cdef class BufferRequest(EngineRequest):
 
     def __repr__(self):
         state = "done" if self._complete else "pending"
-        what = "Isend" if self._is_send else "Irecv"
+        what = "send" if self._is_send else "receive"
         return f"<coc.Request {what} of {self._size} bytes, {state}>"
 
 
@@ -130,6 +155,7 @@ def wait_all(requests, statuses=None):
         r = reqs[i]
         if type(r) is BufferRequest:
             (<BufferRequest>r)._settle(None if statuses is None else statuses[i], None)
+            results[i] = (<BufferRequest>r)._value
         elif statuses is None:
             results[i] = r.wait()
         else:

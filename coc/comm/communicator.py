@@ -33,7 +33,8 @@ PROC_NULL = -2
 UNDEFINED = -32766
 MAX_TAG = transport.MAX_TAG
 #: The point-to-point methods the engine port's fast path replaces per instance.
-_DIRECT_METHODS = ("Send", "Recv", "send", "recv", "Sendrecv", "sendrecv", "Isend", "Irecv")
+_DIRECT_METHODS = ("Send", "Recv", "send", "recv", "Sendrecv", "sendrecv", "Isend", "Irecv",
+                   "isend", "irecv")
 
 #: A buffer argument: a NumPy array, ``bytes``, ``bytearray``, ``memoryview`` or mpi4py's
 #: ``[buf, count, dtype]`` (``[buf, counts, displs]`` for the vector collectives).
@@ -99,10 +100,10 @@ class Communicator:
         self._lanes = lanes = world.port.lanes(self._ranks, block, self._context,
                                                transport.SLOTS)
         # The fast path of point-to-point: with every peer through the engine, this
-        # communicator's Send, Recv, send, recv, Sendrecv, sendrecv, Isend and Irecv are
-        # the binding's (one C call each, no Python frame; they come back to the methods
-        # of this class for anything else). See docs/performance.md, "Small messages
-        # from Python".
+        # communicator's Send, Recv, send, recv, Sendrecv, sendrecv, Isend, Irecv, isend
+        # and irecv are the binding's (one C call each, no Python frame; they come back
+        # to the methods of this class for anything else). See docs/performance.md,
+        # "Small messages from Python".
         self._fast = lanes.direct_path(self) if lanes.direct else None
         if self._fast is not None:
             for method in _DIRECT_METHODS:

@@ -1,21 +1,22 @@
 """The binding's non-blocking point-to-point against the communicator's general path.
 
-``comm.Isend``/``comm.Irecv`` are the binding's fast path (their requests are
-``coc._engine.BufferRequest``); ``coc.Communicator.Isend(comm, ...)`` and ``Irecv`` are the
-general path (a ``Single`` in Python). Every check runs the same operation on both and
+``comm.Isend``/``comm.Irecv``/``comm.isend``/``comm.irecv`` are the binding's fast path
+(their requests are ``coc._engine.BufferRequest``); ``coc.Communicator.Isend(comm, ...)``
+and the others are the general path (a ``Single`` or a generator's ``Request`` in Python). Every check runs the same operation on both and
 compares what the caller sees: data, statuses (``Wait``, ``wait``, ``Test``, ``test``,
 ``get_status``), counters, errors and their words, cancellation, timeouts, ``PROC_NULL``,
 waits over lists that mix both kinds with object requests, and ``await``.
 """
 
 import asyncio
+import pickle
 import time
 
 import numpy as np
 from checks import Checks
 
 import coc
-from coc.comm import aio
+from coc.comm import aio, pickling
 from coc.errors import CocTimeoutError, TruncationError
 
 C = coc.Communicator
@@ -27,6 +28,13 @@ PATHS = {"fast": (comm.Isend, comm.Irecv),
          "general": (C.Isend.__get__(comm), C.Irecv.__get__(comm))}
 ok.equal("fast path bound", type(comm.Isend.__self__).__name__, "Direct")
 ok.equal("fast request type", type(comm.Irecv(np.zeros(0), coc.PROC_NULL)).__name__, "Request")
+
+
+class Point:
+    """A class the restricted unpickler refuses."""
+
+    def __init__(self, x):
+        self.x = x
 
 
 def status_of(st):
@@ -214,6 +222,85 @@ first, _ = coc.Request.waitany(pending)
 ok.true("waitany", first in (0, 2))
 pending[first] = None
 ok.true("waitany second", coc.Request.waitany(pending)[0] in (0, 2))
+
+
+# Objects: isend/irecv on both paths, every pairing, small (one pickle) and large (a
+# buffer out of band: the fast isend hands it on, the fast irecv decodes it).
+OBJ_PATHS = {"fast": (comm.isend, comm.irecv),
+             "general": (C.isend.__get__(comm), C.irecv.__get__(comm))}
+ok.equal("fast object requests", (type(comm.irecv(None, coc.PROC_NULL)).__name__,
+                                  type(comm.isend(None, coc.PROC_NULL)).__name__),
+         ("Request", "Request"))
+for n in (0, 100, 5000):
+    for recv_path in OBJ_PATHS:
+        for send_path in OBJ_PATHS:
+            what = f"object {n} {send_path}->{recv_path}"
+            obj = {"from": rank, "data": np.arange(n, dtype=np.uint8)}
+            r = OBJ_PATHS[recv_path][1](None, left, 60)
+            s = OBJ_PATHS[send_path][0](obj, right, 60)
+            st = fresh()
+            got = r.wait(st)
+            ok.equal(what, got, {"from": left, "data": np.arange(n, dtype=np.uint8)})
+            ok.true(f"{what}: the same object at every wait", r.wait() is got
+                    and r.test() == (True, got) and coc.Request.waitall([r]) == [got])
+            ok.equal(f"{what}: status", status_of(st)[:2] + status_of(st)[3:],
+                     (left, 60, 0, False))
+            ok.true(f"{what}: status count", st.count > n)
+            ok.equal(f"{what}: send", (s.wait(), s.test()), (None, (True, None)))
+kinds = {}
+for name, (isend, irecv) in OBJ_PATHS.items():
+    r = irecv(source=coc.ANY_SOURCE, tag=coc.ANY_TAG)
+    ok.equal(f"{name} object pending", r.test(), (False, None))
+    comm.barrier()
+    s = isend([1, "two", 3.0], right, 61)
+    done, got = False, None
+    deadline = time.monotonic() + 60
+    while not done and time.monotonic() < deadline:
+        done, got = r.test()
+    ok.equal(f"{name} object by test", got, [1, "two", 3.0])
+    st = fresh()
+    ok.true(f"{name} object get_status", r.get_status(st))
+    ok.equal(f"{name} object get_status status", status_of(st)[:2], (left, 61))
+    s.wait()
+    # cancelled, PROC_NULL, rank errors
+    lonely = irecv(None, left, 30_100 + rank)
+    ok.true(f"{name} object cancel", lonely.cancel())
+    st = fresh()
+    ok.equal(f"{name} object cancelled", (lonely.wait(st), status_of(st)),
+             (None, (-1, -1, 0, 0, True)))
+    st = fresh()
+    ok.equal(f"{name} object PROC_NULL", (irecv(None, coc.PROC_NULL).wait(st),
+                                          isend(1, coc.PROC_NULL).wait()), (None, None))
+    ok.equal(f"{name} object PROC_NULL status", status_of(st)[:3],
+             (coc.PROC_NULL, coc.ANY_TAG, 0))
+    e = ok.raises(f"{name} isend rank", ValueError, isend, 1, size, 0)
+    ok.true(f"{name} isend rank words", e is not None and f"rank {size}" in str(e))
+    ok.raises(f"{name} isend tag", ValueError, isend, 1, right, -3)
+    ok.raises(f"{name} irecv rank", ValueError, irecv, None, size + 1, 0)
+    # A buffer message on the objects' context is not an object; a restricted class is
+    # refused; both raised again at the next wait, and get_status fills nothing.
+    pickling.set_unpickler("restricted-all")
+    try:
+        r = irecv(None, left, 62)
+        comm.send(Point(rank), right, 62)
+        words = []
+        for attempt in range(2):
+            e = ok.raises(f"{name} restricted {attempt}", pickle.UnpicklingError, r.wait)
+            words.append(str(e))
+        ok.equal(f"{name} restricted again", words[0], words[1])
+        st = fresh()
+        ok.true(f"{name} restricted get_status", r.get_status(st))
+        ok.equal(f"{name} restricted get_status status", status_of(st), (77, 77, 77, 77, False))
+    finally:
+        pickling.set_unpickler("default")
+    kinds[name] = (type(r).__name__ == "BufferRequest", isinstance(r, coc.Request))
+ok.equal("object request kinds", kinds, {"fast": (True, True), "general": (False, True)})
+# Mixed object lists: waitall returns the objects in order.
+reqs = [comm.irecv(None, left, 63), C.irecv(comm, None, left, 64), comm.Irecv(np.zeros(1), left, 65)]
+comm.isend("a", right, 63)
+C.isend(comm, "b", right, 64)
+comm.Isend(np.ones(1), right, 65)
+ok.equal("mixed object waitall", coc.Request.waitall(reqs), ["a", "b", None])
 
 
 # asyncio: await both kinds, and gather them.
