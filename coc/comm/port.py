@@ -15,9 +15,10 @@ real mpi4py past coc's import hook (:mod:`coc.realmpi`), so a change to the engi
 
 Hot path: :meth:`EngineLanes.direct_path` gives a communicator the binding's
 point-to-point (``Send``, ``Recv``, ``send``, ``recv``, ``Sendrecv``, ``sendrecv``,
-``Isend``, ``Irecv``: one C call each, no Python frame; docs/performance.md, "Small
-messages from Python"); the requests of its ``Isend``/``Irecv`` are the binding's
-``BufferRequest``, and :func:`coc.comm.request.waitall`/``testall`` the binding's.
+``Isend``, ``Irecv``, ``isend``, ``irecv``: one C call each, no Python frame;
+docs/performance.md, "Small messages from Python"); the requests of the non-blocking ones
+are the binding's ``BufferRequest``, and :func:`coc.comm.request.waitall`/``testall`` the
+binding's.
 """
 
 from __future__ import annotations
