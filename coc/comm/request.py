@@ -270,11 +270,12 @@ def awaiting(request: Any) -> Generator[Any, None, Any]:
 
 
 class Single(Request):
-    """A request of exactly one engine message (``Isend``/``Irecv`` of a buffer).
+    """A request of exactly one message (the general path's ``Isend``/``Irecv`` of a buffer).
 
     No generator to drive: the part's status completes it (a receive's status names the
-    communicator's rank), so a window of non-blocking calls costs little more than the
-    engine requests themselves.
+    communicator's rank). The fast path's request is the binding's ``BufferRequest``,
+    which does the same in C (tests/comm/test_fast_path.py compares the two); this one
+    serves what the fast path hands on (the site's MPI, buffers it does not take).
     """
 
     _comm: Communicator                 # always set (a Request's may be None)
