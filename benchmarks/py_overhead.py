@@ -1,8 +1,10 @@
 """What a small blocking operation costs in Python: frames, allocations and CPU per call (issue 17).
 
 Three observables that machine load does not move, for ``Send``/``Recv`` of 8 B,
-``send``/``recv`` of a 100-byte dict, ``Sendrecv`` of 8 B and the small collectives
-(``allreduce`` of an int, ``Allreduce`` of one float64, ``bcast`` of the dict, ``barrier``):
+``send``/``recv`` of a 100-byte dict, ``Sendrecv`` of 8 B, non-blocking messages of 8 B
+(each rank posts 64 ``Irecv`` and 64 ``Isend``, then ``Wait`` on each or one ``Waitall``;
+per message) and the small collectives (``allreduce`` of an int, ``Allreduce`` of one
+float64, ``bcast`` of the dict, ``barrier``):
 
 - **Python frames per call**: ``sys.setprofile`` ``call`` events (a generator resumed counts
   again), and the C functions called from Python (``c_call`` events);
@@ -38,19 +40,40 @@ from functools import partial
 from roundtrips import buffer_round_trip, object_round_trip
 
 N = 1000
+WINDOW = 64
 OBJ = {"step": 7, "name": "halo", "value": 3.25, "ids": [1, 2, 3, 4, 5, 6, 7, 8]}
 PROBES = ("_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc")
 
 
-def _ops(comm, np, rank, peer):
+def _window(comm, np, peer, waitall):
+    """Return a body that posts a window of receives from and sends to ``peer``, then
+    completes them with ``Wait`` each, or with one call of ``waitall`` when given."""
+    bufs = [np.zeros(8, np.uint8) for _ in range(WINDOW)]
+    outs = [np.zeros(8, np.uint8) for _ in range(WINDOW)]
+
+    def body():
+        reqs = [comm.Irecv(o, peer, 5) for o in outs]
+        reqs += [comm.Isend(b, peer, 5) for b in bufs]
+        if waitall is not None:
+            waitall(reqs)
+        else:
+            for r in reqs:
+                r.Wait()
+    return body
+
+
+def _ops(comm, np, rank, peer, Waitall):
     """Return ``{name: (body, calls per body)}``: each body is one exchange of both ranks
-    (a round trip on rank 0 for ``Send``/``Recv`` and ``send``/``recv``)."""
+    (a round trip on rank 0 for ``Send``/``Recv`` and ``send``/``recv``; a window of
+    messages each way for the non-blocking ones, per message)."""
     buf, out = np.zeros(8, np.uint8), np.zeros(8, np.uint8)
     one, res = np.ones(1), np.zeros(1)
     return {
         "Send + Recv, 8 B": (partial(buffer_round_trip, comm, buf, rank, peer), 2),
         "send + recv, 100-byte dict": (partial(object_round_trip, comm, OBJ, rank, peer), 2),
         "Sendrecv, 8 B": (lambda: comm.Sendrecv(buf, peer, 3, out, peer, 3), 1),
+        "Irecv + Isend + Wait, 8 B": (_window(comm, np, peer, None), WINDOW),
+        "Irecv + Isend + Waitall, 8 B": (_window(comm, np, peer, Waitall), WINDOW),
         "allreduce(int)": (lambda: comm.allreduce(rank + 1), 1),
         "Allreduce, 1 float64": (lambda: comm.Allreduce(one, res), 1),
         "bcast(100-byte dict)": (lambda: comm.bcast(OBJ if rank == 0 else None, 0), 1),
@@ -131,10 +154,10 @@ def _frames(body, calls):
     return seen["call"] - calls, seen["c_call"]     # minus the calls of body itself
 
 
-def measure(comm, np, rank, peer, calls, events, cpu, skip=()):
+def measure(comm, np, rank, peer, calls, events, cpu, waitall, skip=()):
     """Return ``{op: {"frames", "c_calls", "allocs", "mallocs", "cpu_us"}}`` (per call)."""
     out = {}
-    for name, (body, per) in _ops(comm, np, rank, peer).items():
+    for name, (body, per) in _ops(comm, np, rank, peer, waitall).items():
         if name in skip:
             continue
         for _ in range(50):
@@ -166,15 +189,15 @@ def rank_main(kind, calls, events, alone):
     import numpy as np
     if kind == "coc":
         import coc
-        comm = coc.init()
+        comm, waitall = coc.init(), coc.Request.Waitall
     else:
         from mpi4py import MPI
-        comm = MPI.COMM_SELF if alone else MPI.COMM_WORLD
+        comm, waitall = MPI.COMM_SELF if alone else MPI.COMM_WORLD, MPI.Request.Waitall
     rank = comm.Get_rank()
     peer = rank if alone else 1 - rank
     # MPICH's blocking Send to itself never returns
     skip = ("Send + Recv, 8 B", "send + recv, 100-byte dict") if alone and kind == "mpi" else ()
-    result = measure(comm, np, rank, peer, calls, events, alone, skip)
+    result = measure(comm, np, rank, peer, calls, events, alone, waitall, skip)
     if rank == 0:
         print("RESULT " + json.dumps(result), flush=True)
 

@@ -14,6 +14,16 @@ cdef inline bint _int_in(object value, long low, long high, long *out) except -1
     return low <= out[0] <= high
 
 
+cdef inline bint _exported(object buf, Py_buffer *view, int flags):
+    """Export ``buf``'s buffer into ``view``; False (no error left set) when it has none
+    of that kind (the general path then says what is wrong with it)."""
+    try:
+        PyObject_GetBuffer(buf, view, flags)
+    except Exception:
+        return False
+    return True
+
+
 @cython.final
 cdef class Direct:
     """A communicator's blocking point-to-point, each call one C function of the binding.
@@ -33,7 +43,10 @@ cdef class Direct:
     (``decode(comm, message, status)``: any object message), ``dumps`` (an object's pickle,
     raising ``OutOfBand`` for one that holds a large buffer), ``OutOfBand``, ``unpickler``
     (a dict whose ``"mode"`` is ``"default"`` when received pickles are plain ones), and
-    ``OBJ``/``BUF`` (the context slots of objects and buffers).
+    ``OBJ``/``BUF`` (the context slots of objects and buffers), ``await`` (``await`` of
+    a request: its ``__await__``).
+
+    ``Isend`` and ``Irecv`` (the non-blocking ones) return a :class:`BufferRequest`.
     """
     cdef Engine _engine
     cdef object _comm
@@ -53,6 +66,7 @@ cdef class Direct:
     cdef object _out_of_band
     cdef dict _unpickler
     cdef object _loads
+    cdef object _awaiting
 
     def __init__(self, Engine engine, comm, dict hooks):
         import pickle
@@ -69,6 +83,7 @@ cdef class Direct:
         self._decode, self._dumps = hooks["decode"], hooks["dumps"]
         self._out_of_band, self._unpickler = hooks["OutOfBand"], hooks["unpickler"]
         self._loads = pickle.loads
+        self._awaiting = hooks["await"]
 
     cdef int _count(self, int target, Py_ssize_t nbytes) except -1:
         """Count one message to world rank ``target`` as ``World.count`` does, without its
@@ -92,13 +107,21 @@ cdef class Direct:
             status._fill(self._status_type(source, st.tag, st.count))
         return 0
 
+    cdef int _fill_cancelled(self, object status) except -1:
+        """Fill the caller's ``status`` as a cancelled receive's (``Request.cancel``)."""
+        cancelled = self._status_type()
+        cancelled.cancelled = True
+        status._fill(cancelled)
+        return 0
+
     cdef object _failed(self, BaseException exc):
         """The exception to raise for an engine error: ranks of the communicator named."""
         return self._translate(self._comm, exc)
 
     cdef object _object(self, Message m, c.coc_status *st):
-        """The object in message ``m``: a plain pickle here, anything else by ``decode``."""
-        if (m._n and (<unsigned char *>m._p)[0] == 0x80
+        """The object in message ``m`` (None: an empty message): a plain pickle here,
+        anything else by ``decode``."""
+        if (m is not None and m._n and (<unsigned char *>m._p)[0] == 0x80
                 and self._unpickler["mode"] == "default"):
             return self._loads(m)
         return self._decode(self._comm, m, _status(st))
@@ -136,9 +159,7 @@ cdef class Direct:
         cdef long d, t
         if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
             return self._cls.Send(self._comm, buf, dest, tag)
-        try:
-            PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS)
-        except Exception:
+        if not _exported(buf, &view, PyBUF_C_CONTIGUOUS):
             return self._cls.Send(self._comm, buf, dest, tag)
         self._send_now(&view, d, t, self._buf_ctx)
 
@@ -149,9 +170,7 @@ cdef class Direct:
         cdef long s, t
         if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
             return self._cls.Recv(self._comm, buf, source, tag, status)
-        try:
-            PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
-        except Exception:
+        if not _exported(buf, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE):
             return self._cls.Recv(self._comm, buf, source, tag, status)
         try:
             self._engine._recv_view(&view, self._ranks[s] if s >= 0 else s, t,
@@ -160,6 +179,72 @@ cdef class Direct:
             raise self._failed(exc) from None
         if status is not None:
             self._fill(status, &st)
+
+    def Isend(self, buf, dest, tag=0):
+        """``Communicator.Isend``: start sending the buffer ``buf`` to rank ``dest``."""
+        cdef BufferRequest req
+        cdef long d, t
+        cdef int target
+        if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
+            return self._cls.Isend(self._comm, buf, dest, tag)
+        req = BufferRequest.__new__(BufferRequest)
+        if not _exported(buf, &req._view, PyBUF_C_CONTIGUOUS):
+            return self._cls.Isend(self._comm, buf, dest, tag)
+        req._owner = self
+        target = self._ranks[d]
+        try:
+            self._engine._post_view(req, True, target, t, self._buf_ctx)
+        except _errors.PeerLost as exc:
+            raise self._failed(exc) from None
+        self._count(target, req._size)
+        return req
+
+    def Irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
+        """``Communicator.Irecv``: start receiving into the buffer ``buf``."""
+        cdef BufferRequest req
+        cdef long s, t
+        if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
+            return self._cls.Irecv(self._comm, buf, source, tag)
+        req = BufferRequest.__new__(BufferRequest)
+        if not _exported(buf, &req._view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE):
+            return self._cls.Irecv(self._comm, buf, source, tag)
+        req._owner = self
+        self._engine._post_view(req, False, self._ranks[s] if s >= 0 else s, t,
+                                self._buf_ctx)
+        return req
+
+    def isend(self, obj, dest, tag=0):
+        """``Communicator.isend``: start sending the object ``obj`` to rank ``dest``."""
+        cdef BufferRequest req
+        cdef long d, t
+        cdef int target
+        if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
+            return self._cls.isend(self._comm, obj, dest, tag)
+        try:
+            message = self._dumps(obj)
+        except self._out_of_band:
+            return self._cls.isend(self._comm, obj, dest, tag)
+        req = BufferRequest.__new__(BufferRequest)
+        PyObject_GetBuffer(message, &req._view, 0)
+        req._owner = self
+        target = self._ranks[d]
+        try:
+            self._engine._post_view(req, True, target, t, self._obj_ctx)
+        except _errors.PeerLost as exc:
+            raise self._failed(exc) from None
+        self._count(target, req._size)
+        return req
+
+    def irecv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
+        """``Communicator.irecv``: start receiving an object; ``wait()`` returns it."""
+        cdef BufferRequest req
+        cdef long s, t
+        if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
+            return self._cls.irecv(self._comm, buf, source, tag)
+        req = BufferRequest.__new__(BufferRequest)
+        req._owner, req._object = self, True
+        self._engine._post_alloc(req, self._ranks[s] if s >= 0 else s, t, self._obj_ctx, None)
+        return req
 
     def send(self, obj, dest, tag=0):
         """``Communicator.send``: send the object ``obj`` to rank ``dest``."""
@@ -203,14 +288,10 @@ cdef class Direct:
                 and _int_in(recvtag, -1, MAX_TAG, &rt)):
             return self._cls.Sendrecv(self._comm, sendbuf, dest, sendtag, recvbuf, source,
                                       recvtag, status)
-        try:
-            PyObject_GetBuffer(sendbuf, &out, PyBUF_C_CONTIGUOUS)
-        except Exception:
+        if not _exported(sendbuf, &out, PyBUF_C_CONTIGUOUS):
             return self._cls.Sendrecv(self._comm, sendbuf, dest, sendtag, recvbuf, source,
                                       recvtag, status)
-        try:
-            PyObject_GetBuffer(recvbuf, &into, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
-        except Exception:
+        if not _exported(recvbuf, &into, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE):
             PyBuffer_Release(&out)
             return self._cls.Sendrecv(self._comm, sendbuf, dest, sendtag, recvbuf, source,
                                       recvtag, status)
@@ -254,9 +335,7 @@ cdef class Direct:
         cdef Py_buffer view
         cdef int target = self._ranks[dest]
         cdef Py_ssize_t n
-        try:
-            PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS)
-        except Exception:
+        if not _exported(buf, &view, PyBUF_C_CONTIGUOUS):
             return False
         n = view.len
         req = self._engine._isend_view(&view, target, tag, self._context + slot)

@@ -29,7 +29,8 @@ import warnings
 from coc import errors as _errors
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "KEY_LEN", "Engine", "EngineRequest",
-           "EngineStatus", "Message", "Direct", "strerror", "error", "raise_for", "version",
+           "EngineStatus", "Message", "Direct", "BufferRequest", "wait_all", "test_all",
+           "strerror", "error", "raise_for", "version",
            "selftest", "pair_key"]
 
 ANY_SOURCE = c.COC_ANY_SOURCE
@@ -245,11 +246,6 @@ cdef EngineStatus _status(c.coc_status *st):
     return EngineStatus(st.source, st.tag, st.context, st.count)
 
 
-cdef void _store_status(EngineStatus s, c.coc_status *st) noexcept:
-    """Copy a completed request's status back into the C struct ``st``."""
-    st.source, st.tag, st.context, st.count, st.error = s.source, s.tag, s.context, s.count, 0
-
-
 cdef Message _take_message(c.coc_request *r):
     """The engine memory a completed receive of any size filled, as a :class:`Message`
     (None when it has none); the request keeps no claim on it."""
@@ -312,7 +308,8 @@ cdef class EngineRequest:
     cdef unsigned int _context
     cdef bint _peer_exited  # failed because its source exited (Engine.peer_exited)
     cdef int _error         # the operation's own error once complete
-    cdef EngineStatus _result     # set once complete
+    cdef bint _complete     # the outcome is in _st and _error
+    cdef c.coc_status _st   # the engine's status once complete (no object made for it)
     cdef Py_ssize_t _size   # bytes of the buffer
     cdef int _waiters       # threads inside coc_wait on this request (GIL released)
     cdef Py_buffer *_views  # a gather-send's buffers (isendv), _nviews of them
@@ -344,8 +341,9 @@ cdef class EngineRequest:
 
     cdef void _finish(self, c.coc_status *st):
         """Record the outcome, free the C request, release the buffer, leave the engine."""
-        self._result = _status(st)
+        self._st = st[0]
         self._error = st.error
+        self._complete = True
         if self._alloc and self._r != NULL:
             self._message = _take_message(self._r)
         self._free()
@@ -361,21 +359,24 @@ cdef class EngineRequest:
     cdef void _orphan(self, int error):
         """Forget the C request freed by the engine's close; complete with ``error``."""
         self._r = NULL
-        if self._result is None:
-            self._result = EngineStatus(self._peer, self._tag, 0, 0)
+        if not self._complete:
+            self._st.source, self._st.tag, self._st.context, self._st.count = \
+                self._peer, self._tag, 0, 0
             self._error = error
+            self._complete = True
         self._release()
 
     cdef bint _poll(self) except -1:
         """Test the C request without blocking; True once complete."""
         cdef c.coc_status st
         cdef int rc
-        if self._result is not None:
+        if self._complete:
             return True
         if self._r == NULL:
             return False
         rc = c.coc_test(self._r, &st)
-        check(rc, self._what())
+        if rc < 0:
+            check(rc, self._what())
         if rc == 1:
             self._finish(&st)
             return True
@@ -407,9 +408,9 @@ cdef class EngineRequest:
         tag = "any tag" if self._tag == c.COC_ANY_TAG else f"tag {self._tag}"
         return f"receive from {source} ({tag})"
 
-    cdef EngineStatus _outcome(self):
-        """Return the status of a completed request or raise its error."""
-        cdef EngineStatus s = self._result
+    cdef int _check(self) except -1:
+        """Raise the error a completed request ended with (nothing when it succeeded)."""
+        cdef c.coc_status *s = &self._st
         cdef int err = self._error
         if self._peer_exited:
             raise error(
@@ -418,7 +419,7 @@ cdef class EngineRequest:
                 "exited without sending a matching message", _errors.PeerExited,
                 peer=self._peer, waiter=self._engine.self_id, tag=self._tag)
         if err == 0:
-            return s
+            return 0
         if err == c.COC_ETRUNC:
             raise error(
                 err, f"message from endpoint {s.source} with tag {s.tag} is {s.count} bytes "
@@ -437,7 +438,67 @@ cdef class EngineRequest:
             raise error(err, f"{self._what()}: endpoint {peer} lost ({strerror(err)})",
                         peer=peer)
         check(err, self._what())
-        return s  # not reached: err is negative
+        return 0  # not reached: err is negative
+
+    cdef EngineStatus _outcome(self):
+        """Return the status of a completed request or raise its error."""
+        self._check()
+        return _status(&self._st)
+
+    cdef int _block(self, object timeout) except -1:
+        """Return once the request is complete (its outcome in ``_st``, not checked).
+
+        One look first with the GIL held (a request already done costs no GIL switch);
+        then waits with the GIL released, in slices, so that Ctrl-C interrupts it (the
+        request stays pending). ``timeout`` in seconds raises
+        :class:`coc.errors.CocTimeoutError` when it passes, leaving the request pending.
+        """
+        cdef c.coc_status st
+        cdef int rc
+        cdef int64_t ns
+        cdef c.coc_request *r
+        cdef int64_t deadline
+        if self._complete:
+            return 0
+        deadline = _deadline(timeout)
+        self._engine._enter()
+        rc = c.coc_wait(self._r, 0, &st)     # a look: no spin, no wait
+        self._engine._busy -= 1
+        if rc == 0:
+            self._finish(&st)
+            return 0
+        while True:
+            ns = _slice_ns(deadline)
+            self._engine._enter()
+            if self._complete:  # completed meanwhile in another thread
+                self._engine._busy -= 1
+                return 0
+            r = self._r
+            self._waiters += 1
+            with nogil:
+                rc = c.coc_wait(r, ns, &st)
+            self._waiters -= 1
+            self._engine._busy -= 1
+            if self._complete:  # another thread recorded it first
+                self._free()
+                return 0
+            if rc == 0:
+                self._finish(&st)
+                return 0
+            if rc != c.COC_ETIMEDOUT:
+                check(rc, self._what())
+            if self._fail_if_source_exited():
+                return 0
+            PyErr_CheckSignals()
+            if deadline >= 0 and _now_ns() >= deadline:
+                raise error(c.COC_ETIMEDOUT, f"{self._what()}: not complete after {timeout} s")
+
+    cdef int _wait_into(self, c.coc_status *st) except -1:
+        """Wait (no timeout), raise the request's error or copy its status into ``st``."""
+        self._block(None)
+        self._check()
+        st[0] = self._st
+        return 0
 
     @property
     def done(self):
@@ -457,39 +518,8 @@ cdef class EngineRequest:
         pending). ``timeout`` in seconds raises :class:`coc.errors.CocTimeoutError` when it
         passes, leaving the request pending.
         """
-        cdef c.coc_status st
-        cdef int rc
-        cdef int64_t ns
-        cdef c.coc_request *r
-        cdef int64_t deadline
-        if self._result is not None:
-            return self._outcome()
-        deadline = _deadline(timeout)
-        while True:
-            ns = _slice_ns(deadline)
-            self._engine._enter()
-            if self._result is not None:  # completed meanwhile in another thread
-                self._engine._busy -= 1
-                return self._outcome()
-            r = self._r
-            self._waiters += 1
-            with nogil:
-                rc = c.coc_wait(r, ns, &st)
-            self._waiters -= 1
-            self._engine._busy -= 1
-            if self._result is not None:  # another thread recorded it first
-                self._free()
-                return self._outcome()
-            if rc == 0:
-                self._finish(&st)
-                return self._outcome()
-            if rc != c.COC_ETIMEDOUT:
-                check(rc, self._what())
-            if self._fail_if_source_exited():
-                return self._outcome()
-            PyErr_CheckSignals()
-            if deadline >= 0 and _now_ns() >= deadline:
-                raise error(c.COC_ETIMEDOUT, f"{self._what()}: not complete after {timeout} s")
+        self._block(timeout)
+        return self._outcome()
 
     def message(self):
         """Return the :class:`Message` an :meth:`Engine.irecv_alloc` receive completed with.
@@ -515,7 +545,7 @@ cdef class EngineRequest:
         return True
 
     def __repr__(self):
-        state = "done" if self._result is not None else "pending"
+        state = "done" if self._complete else "pending"
         return f"<coc._engine.Request {self._what()} {state}>"
 
 
@@ -592,7 +622,8 @@ cdef class Engine:
     cdef bint _closing
     cdef set _pending       # requests not yet completed, kept alive with their buffers
     cdef dict _exited       # {endpoint: monotonic ns from when receives from it fail}
-    cdef Py_ssize_t _sweep_at
+    cdef Py_ssize_t _sweep_at       # pending requests at which _track sweeps
+    cdef Py_ssize_t _sweep_floor    # the least _sweep_at (grows after wasted sweeps)
     cdef readonly unsigned int self_id
     cdef dict _addresses    # peer id -> the address given to add_peer (for messages)
 
@@ -601,7 +632,7 @@ cdef class Engine:
         self._pending = set()
         self._addresses = {}
         self._exited = {}
-        self._sweep_at = 64
+        self._sweep_at = self._sweep_floor = 64
 
     def __init__(self, self_id, secret=None, *, keys=None, listen_host=None,
                  port_range=(0, 0), eager_limit=0, fragment_size=0, forward_window=0,
@@ -764,16 +795,25 @@ cdef class Engine:
         """Reset :meth:`fileno` after it fired; then test the requests of interest."""
         return check(c.coc_engine_drain_fd(self._handle()), "drain engine fd")
 
-    cdef EngineRequest _request(self, object buf, bint is_send, int peer, int tag,
-                          unsigned int context):
-        cdef EngineRequest req = EngineRequest.__new__(EngineRequest)
-        flags = PyBUF_ANY_CONTIGUOUS if is_send else (PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
-        PyObject_GetBuffer(buf, &req._view, flags)
+    cdef int _post_view(self, EngineRequest req, bint is_send, int peer, int tag,
+                        unsigned int context) except -1:
+        """Post ``req``, whose buffer the caller exported into ``req._view``, as a send to
+        or a receive from endpoint ``peer``; track it. The request releases the view on
+        errors (as when it is dropped). Posting never blocks: the GIL stays."""
+        cdef int rc
         req._has_view = True
         req._size = req._view.len
         req._engine, req._is_send, req._peer, req._tag = self, is_send, peer, tag
         req._context = context
-        return req
+        self._enter()
+        if is_send:
+            rc = c.coc_isend(self._e, peer, context, tag, req._view.buf, req._view.len,
+                             &req._r)
+        else:
+            rc = c.coc_irecv(self._e, peer, context, tag, req._view.buf, req._view.len,
+                             &req._r)
+        self._posted(req, rc)
+        return 0
 
     cdef EngineRequest _posted(self, EngineRequest req, int rc):
         """Finish posting ``req`` after its nogil C call returned ``rc``; return it tracked."""
@@ -791,25 +831,35 @@ cdef class Engine:
         return req
 
     cdef void _track(self, EngineRequest req) except *:
-        """Keep ``req`` alive until complete; now and then forget completed ones."""
+        """Keep ``req`` alive until complete; now and then forget completed ones.
+
+        A sweep polls every pending request, so that those completed but never waited
+        for (dropped by their caller) let go of their buffers. A sweep that finds most
+        of them still in flight was wasted (a program with many requests out, as a
+        window of non-blocking receives, polls each one for nothing): the next sweeps
+        then wait for twice as many (``_sweep_floor``).
+        """
+        cdef Py_ssize_t before, after
         self._pending.add(req)
-        if len(self._pending) >= self._sweep_at:
+        before = len(self._pending)
+        if before >= self._sweep_at:
             for r in list(self._pending):
                 (<EngineRequest>r)._poll()
-            self._sweep_at = max(64, 2 * len(self._pending))
+            after = len(self._pending)
+            if 2 * after > before and self._sweep_floor < (1 << 20):
+                self._sweep_floor *= 2
+            self._sweep_at = max(self._sweep_floor, 2 * after)
 
     def isend(self, buf, dest, tag=0, context=0):
         """Start sending the bytes of ``buf`` (any contiguous buffer) to endpoint ``dest``.
 
         ``buf`` must not change until the request completes; it is not copied here.
         """
-        cdef EngineRequest req = self._request(buf, True, dest, tag, context)
-        cdef uint32_t d = dest, ctx = context
-        cdef int32_t t = tag
-        cdef int rc
-        self._enter()                    # posting never blocks: the GIL stays
-        rc = c.coc_isend(self._e, d, ctx, t, req._view.buf, req._view.len, &req._r)
-        return self._posted(req, rc)
+        cdef EngineRequest req = EngineRequest.__new__(EngineRequest)
+        cdef uint32_t d = dest, ctx = context     # (unsigned: a negative one is refused)
+        PyObject_GetBuffer(buf, &req._view, PyBUF_ANY_CONTIGUOUS)
+        self._post_view(req, True, dest, tag, ctx)
+        return req
 
     cdef EngineRequest _adopt(self, c.coc_request *r, Py_buffer *view, bint is_send, int peer,
                         int tag, unsigned int context, bint alloc):
@@ -859,14 +909,14 @@ cdef class Engine:
         """Send ``view`` as :meth:`_isend_view` does; return once it may change."""
         cdef EngineRequest req = self._isend_view(view, dest, tag, context)
         if req is not None:
-            req.wait()
+            req._block(None)
+            req._check()
         return 0
 
     cdef int _recv_view(self, Py_buffer *view, int source, int tag, unsigned int context,
                         c.coc_status *st) except -1:
         """Receive into the exported, writable buffer ``view`` (released here); fill ``st``."""
         cdef c.coc_request *r = NULL
-        cdef EngineStatus s
         cdef int rc
         try:
             self._open_check()
@@ -881,8 +931,7 @@ cdef class Engine:
             c.coc_request_free(r)
             PyBuffer_Release(view)
             return 0
-        s = self._adopt(r, view, False, source, tag, context, False).wait()
-        _store_status(s, st)
+        self._adopt(r, view, False, source, tag, context, False)._wait_into(st)
         return 0
 
     cdef Message _recv_alloc_now(self, int source, int tag, unsigned int context,
@@ -902,7 +951,7 @@ cdef class Engine:
             return m
         req = self._adopt(r, NULL, False, source, tag, context, True)
         req._size = 0 if max is None else max  # pending(): 0 = any size
-        _store_status(req.wait(), st)
+        req._wait_into(st)
         return req._message
 
     cdef Message _sendrecv_views(self, Py_buffer *out, int dest, int sendtag,
@@ -946,9 +995,10 @@ cdef class Engine:
             else:
                 rreq = self._adopt(rr, into, False, source, recvtag, context, into == NULL)
         if sreq is not None:
-            sreq.wait()
+            sreq._block(None)
+            sreq._check()
         if rreq is not None:
-            _store_status(rreq.wait(), st)
+            rreq._wait_into(st)
             m = rreq._message
         return m
 
@@ -1027,26 +1077,31 @@ cdef class Engine:
         ``max`` bytes and raises :class:`coc.errors.TruncationError`.
         """
         cdef EngineRequest req = EngineRequest.__new__(EngineRequest)
-        cdef int32_t s = source, t = tag
         cdef uint32_t ctx = context
+        self._post_alloc(req, source, tag, ctx, max)
+        return req
+
+    cdef int _post_alloc(self, EngineRequest req, int source, int tag, unsigned int context,
+                         object max) except -1:
+        """Post ``req`` as a receive of any size (up to ``max`` bytes, None: no limit) into
+        memory the engine allocates; track it."""
         cdef size_t cap = <size_t>-1 if max is None else max
         cdef int rc
         req._engine, req._is_send, req._peer, req._tag = self, False, source, tag
         req._context, req._alloc = context, True
         req._size = 0 if max is None else max  # pending(): 0 = any size
         self._enter()
-        rc = c.coc_irecv_alloc(self._e, s, ctx, t, cap, &req._r)
-        return self._posted(req, rc)
+        rc = c.coc_irecv_alloc(self._e, source, context, tag, cap, &req._r)
+        self._posted(req, rc)
+        return 0
 
     def irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, context=0):
         """Post a receive into ``buf`` (writable, C-contiguous), filled in place."""
-        cdef EngineRequest req = self._request(buf, False, source, tag, context)
-        cdef int32_t s = source, t = tag
+        cdef EngineRequest req = EngineRequest.__new__(EngineRequest)
         cdef uint32_t ctx = context
-        cdef int rc
-        self._enter()
-        rc = c.coc_irecv(self._e, s, ctx, t, req._view.buf, req._view.len, &req._r)
-        return self._posted(req, rc)
+        PyObject_GetBuffer(buf, &req._view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+        self._post_view(req, False, source, tag, ctx)
+        return req
 
     def iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, context=0):
         """Return the :class:`EngineStatus` of a matching message not yet received, or None."""
@@ -1173,3 +1228,4 @@ cdef class Engine:
 
 
 include "_direct.pxi"
+include "_request.pxi"

@@ -32,8 +32,9 @@ ANY_TAG = -1
 PROC_NULL = -2
 UNDEFINED = -32766
 MAX_TAG = transport.MAX_TAG
-#: The blocking point-to-point methods the engine port's fast path replaces per instance.
-_DIRECT_METHODS = ("Send", "Recv", "send", "recv", "Sendrecv", "sendrecv")
+#: The point-to-point methods the engine port's fast path replaces per instance.
+_DIRECT_METHODS = ("Send", "Recv", "send", "recv", "Sendrecv", "sendrecv", "Isend", "Irecv",
+                   "isend", "irecv")
 
 #: A buffer argument: a NumPy array, ``bytes``, ``bytearray``, ``memoryview`` or mpi4py's
 #: ``[buf, count, dtype]`` (``[buf, counts, displs]`` for the vector collectives).
@@ -98,13 +99,11 @@ class Communicator:
         # How each peer is reached (the engine port: the engine, or the site's MPI).
         self._lanes = lanes = world.port.lanes(self._ranks, block, self._context,
                                                transport.SLOTS)
-        # The fast path of blocking point-to-point: with every peer through the engine,
-        # this communicator's Send, Recv, send, recv, Sendrecv and sendrecv are the
-        # binding's (one C call each, no Python frame; they come back to the methods of
-        # this class for anything else). See docs/performance.md, "Small messages from
-        # Python".
-        self._direct = lanes.direct
-        self._isend = lanes.isend_direct
+        # The fast path of point-to-point: with every peer through the engine, this
+        # communicator's Send, Recv, send, recv, Sendrecv, sendrecv, Isend, Irecv, isend
+        # and irecv are the binding's (one C call each, no Python frame; they come back
+        # to the methods of this class for anything else). See docs/performance.md,
+        # "Small messages from Python".
         self._fast = lanes.direct_path(self) if lanes.direct else None
         if self._fast is not None:
             for method in _DIRECT_METHODS:
@@ -290,14 +289,6 @@ class Communicator:
     # -- point to point: buffers ----------------------------------------------------------
     def Isend(self, buf: BufferArg, dest: int, tag: int = 0) -> Request:
         """Start sending the buffer ``buf`` to ``dest``; return a :class:`Request`."""
-        if (self._direct and type(buf) is np.ndarray and 0 <= dest < self.size
-                and 0 <= tag <= MAX_TAG and buf.flags.c_contiguous):   # the fast path
-            target = self._ranks[dest]
-            # ndarray has the buffer protocol; its stubs do not say so (typing_extensions.Buffer)
-            part: Part = self._isend(buf, target, tag,  # type: ignore[arg-type]
-                                     self._context + transport.BUF)
-            self._world.count(target, buf.nbytes)
-            return Single(part, self, False)
         _check_tag(tag)
         if dest == PROC_NULL:
             return Request(_null(), self)

@@ -13,10 +13,12 @@ real mpi4py past coc's import hook (:mod:`coc.realmpi`), so a change to the engi
   the engine) or :class:`MixedLanes` (peers of this MPI job through MPI, others through
   the engine): the communicator, its requests and its collectives post and probe there.
 
-Hot path: :meth:`EngineLanes.direct_path` gives a communicator the binding's blocking
-point-to-point (``Send``, ``Recv``, ``send``, ``recv``, ``Sendrecv``, ``sendrecv``: one C
-call each, no Python frame; docs/performance.md, "Small messages from Python"), and
-``isend_direct`` is the engine's own ``isend``.
+Hot path: :meth:`EngineLanes.direct_path` gives a communicator the binding's
+point-to-point (``Send``, ``Recv``, ``send``, ``recv``, ``Sendrecv``, ``sendrecv``,
+``Isend``, ``Irecv``, ``isend``, ``irecv``: one C call each, no Python frame;
+docs/performance.md, "Small messages from Python"); the requests of the non-blocking ones
+are the binding's ``BufferRequest``, and :func:`coc.comm.request.waitall`/``testall`` the
+binding's.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from coc import realmpi
 from coc._native import engine as native
 from coc.comm import pickling, sitempi, transport
 from coc.errors import LaunchError
-from coc.comm.request import Envelope, Part, Status, translate
+from coc.comm import request
+from coc.comm.request import Envelope, Part, Status, awaiting, translate
 from coc.routes import Routes, apply_delays, apply_routes, apply_wire, next_hops, parse_routes
 
 if TYPE_CHECKING:
@@ -124,21 +127,23 @@ Direct = native.Direct
 _DIRECT_HOOKS = {"translate": translate, "Status": Status, "decode": transport.decode_obj,
                  "dumps": pickling.stream, "OutOfBand": pickling.OutOfBand,
                  "unpickler": pickling.unpickler_state(), "OBJ": transport.OBJ,
-                 "BUF": transport.BUF}
+                 "BUF": transport.BUF, "await": awaiting}
+# The fast path's requests are coc.comm's requests (isinstance), and waiting for a list of
+# requests is one call of the binding.
+request.Request.register(native.BufferRequest)
+request.use_batch(native.wait_all, native.test_all)
 
 
 class EngineLanes:
     """A communicator's peers, every one reached through the engine.
 
-    ``isend_direct`` is the engine's bound ``isend`` (engine contexts, world endpoints);
-    the other methods take a context *slot* of the communicator.
+    The methods take a context *slot* of the communicator.
     """
 
-    direct = True               # point-to-point may use the engine's bound methods directly
+    direct = True               # point-to-point may use the binding's fast path
 
     def __init__(self, engine: native.Engine, context: int) -> None:
         self.context = context
-        self.isend_direct = engine.isend
         self._engine = engine
 
     def direct_path(self, comm: Communicator) -> Direct:

@@ -10,6 +10,7 @@ blocking (:meth:`Request.wait`); :func:`run` drives one to completion at once.
 from __future__ import annotations
 
 import select
+from abc import ABCMeta
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypeVar
 
@@ -114,10 +115,12 @@ def translate(comm: Communicator | None, exc: BaseException) -> BaseException:
     return exc
 
 
-class Request:
+class Request(metaclass=ABCMeta):
     """A non-blocking operation: ``wait``/``test`` (objects), ``Wait``/``Test`` (buffers).
 
-    Built by the communicator from a generator; see the module docstring.
+    Built by the communicator from a generator; see the module docstring. The binding's
+    request of a buffer's ``Isend``/``Irecv`` (``coc._engine.BufferRequest``, the fast
+    path) has the same methods and counts as one (the engine port registers it).
     """
 
     # mpi4py's class-level names for the module's functions (set at the end of the module)
@@ -256,17 +259,23 @@ class Request:
         return None if comm is None else comm._world.port.fileno()
 
     def __await__(self) -> Generator[Any, None, Any]:
-        from coc.comm import aio
-        return aio.wait(self).__await__()
+        return awaiting(self)
+
+
+def awaiting(request: Any) -> Generator[Any, None, Any]:
+    """``await request``: its result without blocking the event loop (:mod:`coc.comm.aio`)."""
+    from coc.comm import aio
+    return aio.wait(request).__await__()
 
 
 
 class Single(Request):
-    """A request of exactly one engine message (``Isend``/``Irecv`` of a buffer).
+    """A request of exactly one message (the general path's ``Isend``/``Irecv`` of a buffer).
 
     No generator to drive: the part's status completes it (a receive's status names the
-    communicator's rank), so a window of non-blocking calls costs little more than the
-    engine requests themselves.
+    communicator's rank). The fast path's request is the binding's ``BufferRequest``,
+    which does the same in C (tests/comm/test_fast_path.py compares the two); this one
+    serves what the fast path hands on (the site's MPI, buffers it does not take).
     """
 
     _comm: Communicator                 # always set (a Request's may be None)
@@ -318,20 +327,41 @@ def run(steps: Steps[_T], comm: Communicator | None = None) -> _T:
         raise translate(comm, exc) from None
 
 
+def _waitall(requests: Sequence[Request],
+             statuses: Sequence[Status] | None = None) -> list[Any]:
+    return [r.wait() if statuses is None else r.wait(statuses[i])
+            for i, r in enumerate(requests)]
+
+
+def _testall(requests: Sequence[Request],
+             statuses: Sequence[Status] | None = None) -> tuple[bool, list[Any] | None]:
+    if all(r._progress() for r in requests):
+        return True, waitall(requests, statuses)
+    return False, None
+
+
+#: How :func:`waitall` and :func:`testall` go over a list: in Python here, in one call of
+#: the binding once the engine port installed its own (:func:`use_batch`).
+_batch: dict[str, Callable[..., Any]] = {"waitall": _waitall, "testall": _testall}
+
+
+def use_batch(waitall: Callable[..., list[Any]],
+              testall: Callable[..., tuple[bool, list[Any] | None]]) -> None:
+    """Let :func:`waitall` and :func:`testall` be these functions (the engine port gives
+    the binding's, which wait on a list of requests in one C call); the same results."""
+    _batch["waitall"], _batch["testall"] = waitall, testall
+
+
 def waitall(requests: Sequence[Request],
             statuses: Sequence[Status] | None = None) -> list[Any]:
     """Wait for every request; return the list of their results."""
-    results = [r.wait() if statuses is None else r.wait(statuses[i])
-               for i, r in enumerate(requests)]
-    return results
+    return _batch["waitall"](requests, statuses)
 
 
 def testall(requests: Sequence[Request],
             statuses: Sequence[Status] | None = None) -> tuple[bool, list[Any] | None]:
     """Return ``(True, results)`` when every request is complete, else ``(False, None)``."""
-    if all(r._progress() for r in requests):
-        return True, waitall(requests, statuses)
-    return False, None
+    return _batch["testall"](requests, statuses)
 
 
 def testany(requests: Sequence[Request | None],
