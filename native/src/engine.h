@@ -54,6 +54,7 @@
 #define COC__CLOSE_LINGER_NS 5000000000LL /* close waits this long for queued frames to leave */
 
 /* Keys registered with the poller that are not connections. */
+#define COC__WAY_SAMPLES 16 /* waits per score of a way of waiting (wait.c) */
 #define COC__KEY_WAKE 1
 #define COC__KEY_TIMER 2
 #define COC__KEY_LISTEN_TCP 3
@@ -304,15 +305,18 @@ struct coc_engine {
     _Atomic uint64_t waits[4];         /* how waits ended: at once, spun, polled, slept */
     _Atomic uint64_t spun_ns;          /* time waiters spent spinning */
     _Atomic uint64_t waits_contended;  /* spins cut short: another thread wanted the CPU */
-    _Atomic uint64_t waits_unspun;     /* waits that did not spin: no core free */
-    int load_fd, ncores;               /* /proc/loadavg and the cores online (cores_free) */
+    _Atomic uint64_t waits_unspun;     /* waits that did not spin: blocking was the faster way */
+    _Atomic int block_best;            /* blocking at once is the faster way to wait (wait.c) */
+    _Atomic uint64_t try_every;        /* slots between tries of the other way (wait.c) */
+    _Atomic uint64_t way_ns[2];        /* spinning's and blocking's scores, ns; 0: not known */
+    _Atomic uint32_t way_n[2];         /* waits sampled per way since its last score */
+    _Atomic uint32_t way_sample[2][COC__WAY_SAMPLES]; /* how long they took, ns */
+    uint64_t doubled_slot;             /* spin_lock: the slot whose try last doubled try_every */
     int cpus;                          /* CPUs this process may run on (spin: pinned or not) */
     int corking;                       /* plock: forwarded frames wait for coc__conn_uncork */
     _Atomic int ncorked;               /* lock (read unlocked by waits): connections in corked */
     coc__conn *corked[COC__CORK_MAX];  /* lock: queues holding corked forwarded or held frames */
     uint64_t hold_ns;                  /* send coalescing (conn_tx.c); 0: off */
-    _Atomic uint64_t load_at;          /* when cores_taken was last looked up */
-    _Atomic int cores_taken;           /* more threads wanted to run than there are cores */
     _Atomic int notified;
     int tcp_fd, unix_fd, reserve_fd;
     uint16_t tcp_port;
