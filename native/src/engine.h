@@ -312,6 +312,7 @@ struct coc_engine {
     _Atomic uint32_t way_n[2];         /* waits sampled per way since its last score */
     _Atomic uint32_t way_sample[2][COC__WAY_SAMPLES]; /* how long they took, ns */
     uint64_t doubled_slot;             /* spin_lock: the slot whose try last doubled try_every */
+    uint64_t way_slot[2];              /* spin_lock: the slot of each way's last score */
     int cpus;                          /* CPUs this process may run on (spin: pinned or not) */
     int corking;                       /* plock: forwarded frames wait for coc__conn_uncork */
     _Atomic int ncorked;               /* lock (read unlocked by waits): connections in corked */

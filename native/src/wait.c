@@ -285,9 +285,10 @@ static int by_value(const void *a, const void *b)
 /* A wait that started at `start` the way `way` ended after `waited` ns. Every
  * COC__WAY_SAMPLES such waits, the median of their durations moves the way's score half
  * way towards it: the median, since a wait that another program's time slice delayed (a
- * few ms) says nothing about how to wait and would outweigh a dozen spins in a mean. The
- * faster way (a way not scored yet counts as fastest: it is tried) is then the one used
- * outside the try slots. A try that did not change the faster way makes tries rarer
+ * few ms) says nothing about how to wait and would outweigh a dozen spins in a mean; a way
+ * last scored more than a slot ago (an earlier try) takes the new median as it is. The
+ * faster way is then the one used outside the try slots (spinning until blocking has a
+ * score: an engine starts spinning, as an MPI rank does, and first blocks in a try slot). A try that did not change the faster way makes tries rarer
  * (doubling, up to TRY_MAX slots apart); a change makes them frequent again (TRY_MIN).
  * Waits that ended at once, looks and timeouts are not scored. */
 static void score(coc_engine *e, int way, uint64_t start, uint64_t waited)
@@ -308,16 +309,17 @@ static void score(coc_engine *e, int way, uint64_t start, uint64_t waited)
     qsort(ns, COC__WAY_SAMPLES, sizeof ns[0], by_value);
     uint64_t median = ns[COC__WAY_SAMPLES / 2] ? ns[COC__WAY_SAMPLES / 2] : 1;
     pthread_mutex_lock(&e->spin_lock);
+    uint64_t slot = start / SLOT_NS;
     uint64_t old = atomic_load_explicit(&e->way_ns[way], memory_order_relaxed);
-    uint64_t now_score = old ? (old + median) / 2 : median;
-    atomic_store_explicit(&e->way_ns[way], now_score, memory_order_relaxed);
+    int fresh = !old || slot > e->way_slot[way] + 1; /* the score of an earlier try is stale */
+    atomic_store_explicit(&e->way_ns[way], fresh ? median : (old + median) / 2, memory_order_relaxed);
+    e->way_slot[way] = slot;
     uint64_t spin = atomic_load_explicit(&e->way_ns[0], memory_order_relaxed);
     uint64_t block = atomic_load_explicit(&e->way_ns[1], memory_order_relaxed);
-    int best = !block || (spin && block < spin);
+    int best = block && (!spin || block < spin);
     int was = atomic_load_explicit(&e->block_best, memory_order_relaxed);
     uint64_t every = atomic_load_explicit(&e->try_every, memory_order_relaxed);
     every = every ? every : TRY_MIN;
-    uint64_t slot = start / SLOT_NS;
     if (best != was) {
         atomic_store_explicit(&e->block_best, best, memory_order_relaxed);
         every = TRY_MIN;
