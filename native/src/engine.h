@@ -300,6 +300,8 @@ struct coc_engine {
     pthread_mutex_t spin_lock;         /* guards spinners and arming pfd in ofd */
     int spinners;                      /* threads polling pfd themselves right now */
     int quiet;                         /* pfd disarmed in ofd: spinners poll it (wait.c) */
+    int progress_away;                 /* spin_lock: the progress thread sleeps without looking back soon */
+    uint64_t wait_gen, gen_seen;       /* spin_lock: spins begun; as the progress thread last saw */
     _Atomic uint64_t polite_until;     /* spinners yield at every look until then (wait.c) */
     _Atomic int64_t spin_budget;       /* adaptive spin of coc_wait, ns (wait.c) */
     _Atomic uint64_t waits[4];         /* how waits ended: at once, spun, polled, slept */
@@ -368,6 +370,7 @@ void coc__drain(int fd);                                      /* empty an eventf
 /* plock: the progress thread is about to sleep: ask writers to our rings for doorbells
  * unless a thread spins; 1 when data came meanwhile (do not sleep) */
 int coc__going_idle(coc_engine *e);
+int coc__progress_sleep_ms(coc_engine *e, int idle_ms); /* wait.c: the lazy hand-off of pfd */
 
 /* wait.c: how waits ended, indexes of e->waits (coc_engine_stats) */
 enum { COC__WAIT_AT_ONCE, COC__WAIT_SPUN, COC__WAIT_POLLED, COC__WAIT_SLEPT };

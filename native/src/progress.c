@@ -157,7 +157,7 @@ void *coc__progress_main(void *arg)
         int again = coc__going_idle(e);
         pthread_mutex_unlock(&e->plock);
         coc__event ev[2];
-        int n = coc__poll_wait(e->ofd, ev, 2, again ? 0 : idle_timeout_ms(e));
+        int n = coc__poll_wait(e->ofd, ev, 2, again ? 0 : coc__progress_sleep_ms(e, idle_timeout_ms(e)));
         for (int i = 0; i < n; i++)
             if (ev[i].key == COC__KEY_WAKE)
                 coc__drain(e->wfd);

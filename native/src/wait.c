@@ -37,14 +37,49 @@
 #define YIELD_EVERY_NS 20000   /* a spinner with CPUs of its own yields this often (see spin) */
 #define POLITE_NS 100000000    /* after a peer answered in our yield, yield at every look this long */
 #define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
+#define QUIET_LOOK_MS 1       /* the progress thread looks back this often while waiters hold pfd */
 
-/* spin_lock: stop (quiet) or resume waking the progress thread for socket events. */
+/* spin_lock: stop (quiet) or resume waking the progress thread for socket events. A
+ * progress thread that sleeps without looking back soon is woken when the sockets become
+ * the waiters' (below: it must look back to take them again). */
 static void quiet_locked(coc_engine *e, int quiet)
 {
     if (e->quiet == quiet)
         return;
     e->quiet = quiet;
     coc__poll_mod(e->ofd, e->pfd, quiet ? 0 : COC__POLL_IN, COC__KEY_INNER);
+    if (quiet && e->progress_away) {
+        e->progress_away = 0;
+        coc__wake(e);
+    }
+}
+
+/* The hand-off of the sockets between the waiters and the progress thread is lazy: a
+ * thread that starts polling them disarms pfd in ofd (one epoll_ctl) unless it is
+ * disarmed already, and one that stops leaves it so. While it stays so the progress thread
+ * looks back every QUIET_LOOK_MS; when no wait began since its last look and none is
+ * under way, it arms pfd again (one epoll_ctl). Back-to-back waits (a ping-pong) so cost
+ * no epoll_ctl, where arming and disarming per wait cost two (four with a spin before the
+ * block); what comes while nobody waits waits at most QUIET_LOOK_MS for the progress
+ * thread. A wait under way when the progress thread goes to sleep for long
+ * (progress_away) arms pfd itself as it ends. Returns how long the progress thread may
+ * sleep, given the `idle_ms` it needs otherwise (-1: no limit). */
+int coc__progress_sleep_ms(coc_engine *e, int idle_ms)
+{
+    pthread_mutex_lock(&e->spin_lock);
+    int ms = idle_ms;
+    if (e->quiet) {
+        if (!e->spinners && e->wait_gen == e->gen_seen) {
+            quiet_locked(e, 0); /* nobody waited since the last look: the sockets are ours */
+        } else if (!e->spinners || e->wait_gen != e->gen_seen) {
+            e->gen_seen = e->wait_gen;
+            if (idle_ms < 0 || idle_ms > QUIET_LOOK_MS)
+                ms = QUIET_LOOK_MS;
+        } /* else one wait is under way since the last look: it arms pfd as it ends */
+    }
+    e->progress_away = ms < 0 || ms > QUIET_LOOK_MS;
+    pthread_mutex_unlock(&e->spin_lock);
+    return ms;
 }
 
 /* A spinner that has spun a while, or a waiter about to block in the poller: the progress
@@ -65,18 +100,23 @@ static int has_rings(coc_engine *e)
 }
 
 /* A thread starts or stops polling pfd (and the rings) itself: writers to our rings need
- * not ring while it spins, and the progress thread need not wake for socket events. That
- * costs two epoll_ctl per wait, the most frequent system call of a shared-memory
- * ping-pong, so where the sockets are not the traffic (the engine has rings) it is left
- * to hush, after a spin has lasted YIELD_EVERY_NS; until then the progress thread looks
- * after the sockets (spin does not). When the last spinner stops, the doorbells are
- * asked for again (and what came meanwhile is read). */
+ * not ring while it spins, and the progress thread need not wake for socket events. Where
+ * the sockets are not the traffic (the engine has rings), disarming pfd is left to hush,
+ * after a spin has lasted YIELD_EVERY_NS; until then the progress thread looks after the
+ * sockets (spin does not). The last thread to stop leaves pfd disarmed (the lazy hand-off,
+ * coc__progress_sleep_ms) unless the progress thread is away. When the last spinner stops,
+ * the doorbells are asked for again (and what came meanwhile is read). */
 static void spinning(coc_engine *e, int on)
 {
     pthread_mutex_lock(&e->spin_lock);
     int edge = on ? e->spinners++ == 0 : --e->spinners == 0;
-    if (edge && (!on || !has_rings(e)))
-        quiet_locked(e, on);
+    if (edge && on) {
+        e->wait_gen++;
+        if (!has_rings(e))
+            quiet_locked(e, 1);
+    } else if (edge && e->progress_away) {
+        quiet_locked(e, 0);
+    }
     pthread_mutex_unlock(&e->spin_lock);
     if (!edge || coc__list_empty(&e->shm))
         return;
@@ -107,16 +147,17 @@ static int done(coc_request *r, coc_status *st)
 }
 
 /* One non-blocking look, if no other thread is doing it: at the rings (memory reads) when
- * there are any, else at the sockets. Socket traffic needs no look: the progress thread,
- * or a thread spinning or blocked in the poller, is woken for it; the look only saves a
- * wake-up when a ring's data is already there, and an epoll_wait per look cost the
- * binding's post-and-look-once a system call per receive. Reading a ring may have used
- * up its doorbell request (or a new connection's ring has none yet) while the progress
- * thread sleeps: ask for doorbells again before leaving. */
-static void poke(coc_engine *e)
+ * there are any, else, for a test (`sockets`), at the sockets. A wait's look (timeout 0:
+ * the binding's post-and-look-once) leaves the sockets alone: their traffic wakes the
+ * progress thread or the thread blocked in the poller anyway, and a wait that goes on
+ * polls them first thing; an epoll_wait there cost every receive a system call. Reading a
+ * ring may have used up its doorbell request (or a new connection's ring has none yet)
+ * while the progress thread sleeps: ask for doorbells again before leaving. */
+static void poke(coc_engine *e, int sockets)
 {
-    if (pthread_mutex_trylock(&e->plock) == 0) {
-        if (!coc__list_empty(&e->shm))
+    int rings = !coc__list_empty(&e->shm);
+    if ((rings || sockets) && pthread_mutex_trylock(&e->plock) == 0) {
+        if (rings)
             coc__progress_rings(e);
         else
             coc__progress(e, 0);
@@ -346,7 +387,9 @@ static uint64_t spin_budget(coc_engine *e, int way)
  * (1: done, 0: not possible now, COC_ETIMEDOUT). While we hold the token and count as a
  * spinner, the progress thread is not woken for socket events: every frame wakes us, and
  * we handle all of them (other threads' requests complete as usual). Shared-memory rings
- * are asked for doorbells first, as the progress thread does before it sleeps. */
+ * are asked for doorbells first, as the progress thread does before it sleeps (what they
+ * hold already is read then); the first epoll_wait returns at once when a socket has
+ * something already. */
 static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
 {
     if (e->forward)
@@ -358,7 +401,6 @@ static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
     }
     hush(e);
     int rc;
-    coc__progress(e, 0);
     for (;;) {
         if (done(g->r, g->st)) {
             rc = 1;
@@ -399,7 +441,7 @@ int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
         /* a look, not a wait (the binding's post-and-look-once): it neither spins nor
          * teaches the spin budget, which would learn "did not end" from every look */
         if (!done(r, st))
-            poke(e);
+            poke(e, 0);
         return done(r, st) ? 0 : COC_ETIMEDOUT;
     }
     if (done(r, st)) {
@@ -458,7 +500,7 @@ int coc_test(coc_request *r, coc_status *st)
     coc__conn_release_held(r->e);
     if (done(r, st))
         return 1;
-    poke(r->e);
+    poke(r->e, 1);
     return done(r, st);
 }
 
@@ -501,7 +543,7 @@ int coc_iprobe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc
 {
     if (!e || source < COC_ANY_SOURCE || tag < COC_ANY_TAG)
         return COC_EINVAL;
-    poke(e);
+    poke(e, 1);
     pthread_mutex_lock(&e->lock);
     int rc = coc__probe_locked(e, source, context, tag, st);
     pthread_mutex_unlock(&e->lock);
