@@ -300,7 +300,7 @@ struct coc_engine {
     pthread_mutex_t spin_lock;         /* guards spinners and arming pfd in ofd */
     int spinners;                      /* threads polling pfd themselves right now */
     int quiet;                         /* pfd disarmed in ofd: spinners poll it (wait.c) */
-    int progress_away;                 /* spin_lock: the progress thread sleeps without looking back soon */
+    int progress_away;                 /* spin_lock: the progress thread sleeps long (wait.c) */
     uint64_t wait_gen, gen_seen;       /* spin_lock: spins begun; as the progress thread last saw */
     _Atomic uint64_t polite_until;     /* spinners yield at every look until then (wait.c) */
     _Atomic int64_t spin_budget;       /* adaptive spin of coc_wait, ns (wait.c) */

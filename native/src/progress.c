@@ -159,7 +159,8 @@ void *coc__progress_main(void *arg)
         int again = coc__going_idle(e);
         pthread_mutex_unlock(&e->plock);
         coc__event ev[2];
-        int n = coc__poll_wait(e->ofd, ev, 2, again ? 0 : coc__progress_sleep_ms(e, idle_timeout_ms(e)));
+        int sleep_ms = again ? 0 : coc__progress_sleep_ms(e, idle_timeout_ms(e));
+        int n = coc__poll_wait(e->ofd, ev, 2, sleep_ms);
         for (int i = 0; i < n; i++)
             if (ev[i].key == COC__KEY_WAKE)
                 coc__drain(e->wfd);

@@ -329,8 +329,9 @@ static int by_value(const void *a, const void *b)
  * few ms) says nothing about how to wait and would outweigh a dozen spins in a mean; a way
  * last scored more than a slot ago (an earlier try) takes the new median as it is. The
  * faster way is then the one used outside the try slots (spinning until blocking has a
- * score: an engine starts spinning, as an MPI rank does, and first blocks in a try slot). A try that did not change the faster way makes tries rarer
- * (doubling, up to TRY_MAX slots apart); a change makes them frequent again (TRY_MIN).
+ * score: an engine starts spinning, as an MPI rank does, and first blocks in a try
+ * slot). A try that did not change the faster way makes tries rarer (doubling, up to
+ * TRY_MAX slots apart); a change makes them frequent again (TRY_MIN).
  * Waits that ended at once, looks and timeouts are not scored. */
 static void score(coc_engine *e, int way, uint64_t start, uint64_t waited)
 {
@@ -339,8 +340,8 @@ static void score(coc_engine *e, int way, uint64_t start, uint64_t waited)
     uint32_t i = atomic_fetch_add_explicit(&e->way_n[way], 1, memory_order_relaxed);
     if (i >= COC__WAY_SAMPLES)
         return; /* another thread is scoring this way */
-    atomic_store_explicit(&e->way_sample[way][i], waited < UINT32_MAX ? (uint32_t)waited : UINT32_MAX,
-                          memory_order_relaxed);
+    uint32_t ns_waited = waited < UINT32_MAX ? (uint32_t)waited : UINT32_MAX;
+    atomic_store_explicit(&e->way_sample[way][i], ns_waited, memory_order_relaxed);
     if (i != COC__WAY_SAMPLES - 1)
         return;
     uint32_t ns[COC__WAY_SAMPLES];
@@ -353,7 +354,8 @@ static void score(coc_engine *e, int way, uint64_t start, uint64_t waited)
     uint64_t slot = start / SLOT_NS;
     uint64_t old = atomic_load_explicit(&e->way_ns[way], memory_order_relaxed);
     int fresh = !old || slot > e->way_slot[way] + 1; /* the score of an earlier try is stale */
-    atomic_store_explicit(&e->way_ns[way], fresh ? median : (old + median) / 2, memory_order_relaxed);
+    uint64_t now_ns = fresh ? median : (old + median) / 2;
+    atomic_store_explicit(&e->way_ns[way], now_ns, memory_order_relaxed);
     e->way_slot[way] = slot;
     uint64_t spin = atomic_load_explicit(&e->way_ns[0], memory_order_relaxed);
     uint64_t block = atomic_load_explicit(&e->way_ns[1], memory_order_relaxed);
