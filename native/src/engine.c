@@ -145,12 +145,8 @@ static int open_fds(coc_engine *e)
     e->nfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     e->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    e->load_fd = e->cfg.flags & COC_ENGINE_SPIN_ANY_LOAD /* optional: see cores_free */
-                     ? -1 : open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    e->ncores = cores > 0 ? (int)cores : 1;
     cpu_set_t mine; /* the CPUs this process may run on (taskset), for spin's yields */
-    e->cpus = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : e->ncores;
+    e->cpus = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : 2;
     if (e->wfd < 0 || e->nfd < 0 || e->tfd < 0 || e->reserve_fd < 0)
         return -errno;
     if ((e->ofd = coc__poll_open()) < 0)
@@ -180,8 +176,7 @@ static int open_fds(coc_engine *e)
 
 static void close_fds(coc_engine *e)
 {
-    int *fds[] = {&e->ofd, &e->pfd, &e->wfd, &e->nfd, &e->tfd, &e->reserve_fd, &e->tcp_fd, &e->unix_fd,
-                  &e->load_fd};
+    int *fds[] = {&e->ofd, &e->pfd, &e->wfd, &e->nfd, &e->tfd, &e->reserve_fd, &e->tcp_fd, &e->unix_fd};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (*fds[i] >= 0)
             close(*fds[i]);
@@ -302,7 +297,6 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
     e->hold_ns = coc__conn_hold_ns(&e->cfg, e->forward);
     e->shm_ring = shm_ring(cfg, e->forward);
     e->ofd = e->pfd = e->wfd = e->nfd = e->tfd = e->reserve_fd = e->tcp_fd = e->unix_fd = -1;
-    e->load_fd = -1;
     pthread_mutex_init(&e->plock, NULL);
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->spin_lock, NULL);

@@ -54,6 +54,7 @@
 #define COC__CLOSE_LINGER_NS 5000000000LL /* close waits this long for queued frames to leave */
 
 /* Keys registered with the poller that are not connections. */
+#define COC__WAY_SAMPLES 16 /* waits per score of a way of waiting (wait.c) */
 #define COC__KEY_WAKE 1
 #define COC__KEY_TIMER 2
 #define COC__KEY_LISTEN_TCP 3
@@ -299,20 +300,26 @@ struct coc_engine {
     pthread_mutex_t spin_lock;         /* guards spinners and arming pfd in ofd */
     int spinners;                      /* threads polling pfd themselves right now */
     int quiet;                         /* pfd disarmed in ofd: spinners poll it (wait.c) */
+    int progress_away;                 /* spin_lock: the progress thread sleeps long (wait.c) */
+    uint64_t wait_gen, gen_seen;       /* spin_lock: spins begun; as the progress thread last saw */
     _Atomic uint64_t polite_until;     /* spinners yield at every look until then (wait.c) */
     _Atomic int64_t spin_budget;       /* adaptive spin of coc_wait, ns (wait.c) */
     _Atomic uint64_t waits[4];         /* how waits ended: at once, spun, polled, slept */
     _Atomic uint64_t spun_ns;          /* time waiters spent spinning */
     _Atomic uint64_t waits_contended;  /* spins cut short: another thread wanted the CPU */
-    _Atomic uint64_t waits_unspun;     /* waits that did not spin: no core free */
-    int load_fd, ncores;               /* /proc/loadavg and the cores online (cores_free) */
+    _Atomic uint64_t waits_unspun;     /* waits that did not spin: blocking was the faster way */
+    _Atomic int block_best;            /* blocking at once is the faster way to wait (wait.c) */
+    _Atomic uint64_t try_every;        /* slots between tries of the other way (wait.c) */
+    _Atomic uint64_t way_ns[2];        /* spinning's and blocking's scores, ns; 0: not known */
+    _Atomic uint32_t way_n[2];         /* waits sampled per way since its last score */
+    _Atomic uint32_t way_sample[2][COC__WAY_SAMPLES]; /* how long they took, ns */
+    uint64_t doubled_slot;             /* spin_lock: the slot whose try last doubled try_every */
+    uint64_t way_slot[2];              /* spin_lock: the slot of each way's last score */
     int cpus;                          /* CPUs this process may run on (spin: pinned or not) */
     int corking;                       /* plock: forwarded frames wait for coc__conn_uncork */
     _Atomic int ncorked;               /* lock (read unlocked by waits): connections in corked */
     coc__conn *corked[COC__CORK_MAX];  /* lock: queues holding corked forwarded or held frames */
     uint64_t hold_ns;                  /* send coalescing (conn_tx.c); 0: off */
-    _Atomic uint64_t load_at;          /* when cores_taken was last looked up */
-    _Atomic int cores_taken;           /* more threads wanted to run than there are cores */
     _Atomic int notified;
     int tcp_fd, unix_fd, reserve_fd;
     uint16_t tcp_port;
@@ -363,6 +370,7 @@ void coc__drain(int fd);                                      /* empty an eventf
 /* plock: the progress thread is about to sleep: ask writers to our rings for doorbells
  * unless a thread spins; 1 when data came meanwhile (do not sleep) */
 int coc__going_idle(coc_engine *e);
+int coc__progress_sleep_ms(coc_engine *e, int idle_ms); /* wait.c: the lazy hand-off of pfd */
 
 /* wait.c: how waits ended, indexes of e->waits (coc_engine_stats) */
 enum { COC__WAIT_AT_ONCE, COC__WAIT_SPUN, COC__WAIT_POLLED, COC__WAIT_SLEPT };

@@ -14,7 +14,9 @@
  * The progress thread sleeps on an outer poller (ofd) that holds the sockets' poller
  * (pfd) and the wake eventfd. While some thread spins, pfd is disarmed in ofd, so the
  * progress thread is not woken for events the spinner handles anyway: measured here,
- * that redundant wake-up cost ~5 us per message pinned to one CPU (13 -> 10 us).
+ * that redundant wake-up cost ~5 us per message pinned to one CPU (13 -> 10 us). It is
+ * armed again lazily: the progress thread looks back every millisecond while pfd is
+ * disarmed and arms it once the waits have stopped (wait.c, coc__progress_sleep_ms).
  * A gateway (COC_ENGINE_FORWARD), which has no waiters of its own as a rule, waits on pfd
  * directly instead: one system call less per forwarded frame (pinned, 21.2 -> 20.5 us
  * through one gateway, 31.8 -> 30.1 us through two).
@@ -139,6 +141,7 @@ static int idle_timeout_ms(const coc_engine *e)
 void *coc__progress_main(void *arg)
 {
     coc_engine *e = arg;
+    pthread_setname_np(pthread_self(), "coc-progress"); /* seen in /proc, top -H, perf */
     while (!atomic_load(&e->stopping)) {
         if (e->forward) {
             /* a gateway: wait on the sockets themselves, one system call less per frame */
@@ -156,7 +159,8 @@ void *coc__progress_main(void *arg)
         int again = coc__going_idle(e);
         pthread_mutex_unlock(&e->plock);
         coc__event ev[2];
-        int n = coc__poll_wait(e->ofd, ev, 2, again ? 0 : idle_timeout_ms(e));
+        int sleep_ms = again ? 0 : coc__progress_sleep_ms(e, idle_timeout_ms(e));
+        int n = coc__poll_wait(e->ofd, ev, 2, sleep_ms);
         for (int i = 0; i < n; i++)
             if (ev[i].key == COC__KEY_WAKE)
                 coc__drain(e->wfd);

@@ -2,18 +2,18 @@
  * wait.c — waiting for requests and probes (coc_wait, coc_test, coc_probe, coc_iprobe),
  * cancelling and freeing requests.
  *
- * Waiting that fits the machine (issue 17; docs/engine.md, "Waiting"). A wait spins only
- * while every runnable thread of the machine has a core (cores_free: /proc/loadavg's
- * running count against the cores online, looked up once a millisecond): a spin on a
- * taken core delays the thread that has the work. It spins for the engine's adaptive
- * budget, which follows twice the recent waits that ended while spinning, the cap
- * (spin_ns) after waits that blocked but ended within it (they hold a wake-up: learning
- * 0 from them locked two ranks into blocking), and decays when waits run longer than the
- * cap; a yield that ran other work ends the spin. After the spin, a waiter that finds no
- * other thread progressing blocks in the sockets' poller itself, as a byte relay blocks
- * in epoll_wait: when the message comes, the thread that wants it is the one woken, one
- * wake-up instead of two (the progress thread's, then the futex's). Otherwise it sleeps
- * on the futex as before.
+ * Waiting that fits the machine (issue 17; docs/engine.md, "Waiting"). A wait either spins
+ * first or blocks at once, whichever way made this engine's waits end sooner lately (way_of,
+ * score: medians of 16 waits per way; the other way is tried in 2 ms slots of the machine's
+ * clock that every engine shares, so the two ends of a ping-pong try spinning together).
+ * A spin lasts the engine's adaptive budget, which follows twice the recent waits that
+ * ended while spinning, the cap (spin_ns) after waits that blocked but ended within it
+ * (they hold a wake-up: learning 0 from them locked two ranks into blocking), and decays
+ * when waits run longer than the cap; a yield that ran other work ends the spin. After
+ * the spin, a waiter that finds no other thread progressing blocks in the sockets' poller
+ * itself, as a byte relay blocks in epoll_wait: when the message comes, the thread that
+ * wants it is the one woken, one wake-up instead of two (the progress thread's, then the
+ * futex's). Otherwise it sleeps on the futex as before.
  */
 #include <limits.h>
 #include <linux/futex.h>
@@ -30,19 +30,56 @@
 
 #define SPIN_MIN_NS 2000       /* the adaptive spin budget never drops below this */
 #define YIELD_TAKEN_NS 10000   /* a sched_yield that took this long ran another thread */
-#define LOAD_CHECK_NS 1000000  /* how often waits look whether the machine has a core free */
+#define SLOT_NS 2000000        /* the spin-or-block choice tries the other way for this long, */
+#define TRY_MIN 8              /* every this many slots at first (1 in 8), */
+#define TRY_MAX 256            /* and at most this rarely (0.5 s) while it keeps losing */
 #define SOCKET_LOOK_EVERY 8    /* a spinner polls the sockets every this many looks at the rings */
 #define YIELD_EVERY_NS 20000   /* a spinner with CPUs of its own yields this often (see spin) */
 #define POLITE_NS 100000000    /* after a peer answered in our yield, yield at every look this long */
 #define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
+#define QUIET_LOOK_MS 1       /* the progress thread looks back this often while waiters hold pfd */
 
-/* spin_lock: stop (quiet) or resume waking the progress thread for socket events. */
+/* spin_lock: stop (quiet) or resume waking the progress thread for socket events. A
+ * progress thread that sleeps without looking back soon is woken when the sockets become
+ * the waiters' (below: it must look back to take them again). */
 static void quiet_locked(coc_engine *e, int quiet)
 {
     if (e->quiet == quiet)
         return;
     e->quiet = quiet;
     coc__poll_mod(e->ofd, e->pfd, quiet ? 0 : COC__POLL_IN, COC__KEY_INNER);
+    if (quiet && e->progress_away) {
+        e->progress_away = 0;
+        coc__wake(e);
+    }
+}
+
+/* The hand-off of the sockets between the waiters and the progress thread is lazy: a
+ * thread that starts polling them disarms pfd in ofd (one epoll_ctl) unless it is
+ * disarmed already, and one that stops leaves it so. While it stays so the progress thread
+ * looks back every QUIET_LOOK_MS; when no wait began since its last look and none is
+ * under way, it arms pfd again (one epoll_ctl). Back-to-back waits (a ping-pong) so cost
+ * no epoll_ctl, where arming and disarming per wait cost two (four with a spin before the
+ * block); what comes while nobody waits waits at most QUIET_LOOK_MS for the progress
+ * thread. A wait under way when the progress thread goes to sleep for long
+ * (progress_away) arms pfd itself as it ends. Returns how long the progress thread may
+ * sleep, given the `idle_ms` it needs otherwise (-1: no limit). */
+int coc__progress_sleep_ms(coc_engine *e, int idle_ms)
+{
+    pthread_mutex_lock(&e->spin_lock);
+    int ms = idle_ms;
+    if (e->quiet) {
+        if (!e->spinners && e->wait_gen == e->gen_seen) {
+            quiet_locked(e, 0); /* nobody waited since the last look: the sockets are ours */
+        } else if (!e->spinners || e->wait_gen != e->gen_seen) {
+            e->gen_seen = e->wait_gen;
+            if (idle_ms < 0 || idle_ms > QUIET_LOOK_MS)
+                ms = QUIET_LOOK_MS;
+        } /* else one wait is under way since the last look: it arms pfd as it ends */
+    }
+    e->progress_away = ms < 0 || ms > QUIET_LOOK_MS;
+    pthread_mutex_unlock(&e->spin_lock);
+    return ms;
 }
 
 /* A spinner that has spun a while, or a waiter about to block in the poller: the progress
@@ -63,18 +100,23 @@ static int has_rings(coc_engine *e)
 }
 
 /* A thread starts or stops polling pfd (and the rings) itself: writers to our rings need
- * not ring while it spins, and the progress thread need not wake for socket events. That
- * costs two epoll_ctl per wait, the most frequent system call of a shared-memory
- * ping-pong, so where the sockets are not the traffic (the engine has rings) it is left
- * to hush, after a spin has lasted YIELD_EVERY_NS; until then the progress thread looks
- * after the sockets (spin does not). When the last spinner stops, the doorbells are
- * asked for again (and what came meanwhile is read). */
+ * not ring while it spins, and the progress thread need not wake for socket events. Where
+ * the sockets are not the traffic (the engine has rings), disarming pfd is left to hush,
+ * after a spin has lasted YIELD_EVERY_NS; until then the progress thread looks after the
+ * sockets (spin does not). The last thread to stop leaves pfd disarmed (the lazy hand-off,
+ * coc__progress_sleep_ms) unless the progress thread is away. When the last spinner stops,
+ * the doorbells are asked for again (and what came meanwhile is read). */
 static void spinning(coc_engine *e, int on)
 {
     pthread_mutex_lock(&e->spin_lock);
     int edge = on ? e->spinners++ == 0 : --e->spinners == 0;
-    if (edge && (!on || !has_rings(e)))
-        quiet_locked(e, on);
+    if (edge && on) {
+        e->wait_gen++;
+        if (!has_rings(e))
+            quiet_locked(e, 1);
+    } else if (edge && e->progress_away) {
+        quiet_locked(e, 0);
+    }
     pthread_mutex_unlock(&e->spin_lock);
     if (!edge || coc__list_empty(&e->shm))
         return;
@@ -105,16 +147,17 @@ static int done(coc_request *r, coc_status *st)
 }
 
 /* One non-blocking look, if no other thread is doing it: at the rings (memory reads) when
- * there are any, else at the sockets. Socket traffic needs no look: the progress thread,
- * or a thread spinning or blocked in the poller, is woken for it; the look only saves a
- * wake-up when a ring's data is already there, and an epoll_wait per look cost the
- * binding's post-and-look-once a system call per receive. Reading a ring may have used
- * up its doorbell request (or a new connection's ring has none yet) while the progress
- * thread sleeps: ask for doorbells again before leaving. */
-static void poke(coc_engine *e)
+ * there are any, else, for a test (`sockets`), at the sockets. A wait's look (timeout 0:
+ * the binding's post-and-look-once) leaves the sockets alone: their traffic wakes the
+ * progress thread or the thread blocked in the poller anyway, and a wait that goes on
+ * polls them first thing; an epoll_wait there cost every receive a system call. Reading a
+ * ring may have used up its doorbell request (or a new connection's ring has none yet)
+ * while the progress thread sleeps: ask for doorbells again before leaving. */
+static void poke(coc_engine *e, int sockets)
 {
-    if (pthread_mutex_trylock(&e->plock) == 0) {
-        if (!coc__list_empty(&e->shm))
+    int rings = !coc__list_empty(&e->shm);
+    if ((rings || sockets) && pthread_mutex_trylock(&e->plock) == 0) {
+        if (rings)
             coc__progress_rings(e);
         else
             coc__progress(e, 0);
@@ -256,37 +299,86 @@ static void learn(coc_engine *e, uint64_t waited, int spun)
     atomic_store_explicit(&e->spin_budget, b, memory_order_relaxed);
 }
 
-/* Whether every runnable thread of the machine has a core of its own, looked up at most
- * every LOAD_CHECK_NS (the running count of /proc/loadavg, this thread included, against
- * the cores online). Without /proc/loadavg, waits spin as if a core were free. */
-static int cores_free(coc_engine *e, uint64_t now)
+/* Which way a wait starting at `now` waits: 1 blocks at once, 0 spins first. The faster
+ * way lately (score), except in the slots (SLOT_NS of the machine's monotonic clock) that
+ * try the other way: every try_every-th. The slots are the same for every engine of the
+ * machine, so two ranks try spinning in the same 2 ms: spinning pays only when the peer
+ * spins too (a rank that spins alone waits for the peer's wake-up, and for its own time
+ * slice when the peer was woken on its CPU), and a rank trying it alone would learn it
+ * never pays. */
+static int way_of(coc_engine *e, uint64_t now)
 {
-    if (now - atomic_load_explicit(&e->load_at, memory_order_relaxed) < LOAD_CHECK_NS)
-        return !atomic_load_explicit(&e->cores_taken, memory_order_relaxed);
-    atomic_store_explicit(&e->load_at, now, memory_order_relaxed);
-    char buf[128];
-    ssize_t n = e->load_fd >= 0 ? pread(e->load_fd, buf, sizeof buf - 1, 0) : -1;
-    if (n <= 0)
+    if (e->cfg.spin_ns <= 0)
         return 1;
-    buf[n] = '\0';
-    char *slash = strchr(buf, '/');
-    if (!slash)
-        return 1;
-    char *p = slash;
-    while (p > buf && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    long running = strtol(p, NULL, 10);
-    int taken = running > e->ncores;
-    atomic_store_explicit(&e->cores_taken, taken, memory_order_relaxed);
-    return !taken;
+    if (e->cfg.flags & COC_ENGINE_SPIN_ANY_LOAD)
+        return 0;
+    uint64_t every = atomic_load_explicit(&e->try_every, memory_order_relaxed);
+    int best = atomic_load_explicit(&e->block_best, memory_order_relaxed);
+    return (now / SLOT_NS) % (every ? every : TRY_MIN) == 0 ? !best : best;
 }
 
-/* The spin budget of a wait starting at `now`: none while more threads want to run than
- * the machine has cores (spinning then takes a core from one of them, and a rank that
- * spun loses its place to them when it blocks after all), else the learnt one. */
-static uint64_t spin_budget(coc_engine *e, uint64_t now)
+static int by_value(const void *a, const void *b)
 {
-    if (e->cfg.spin_ns <= 0 || !cores_free(e, now)) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A wait that started at `start` the way `way` ended after `waited` ns. Every
+ * COC__WAY_SAMPLES such waits, the median of their durations moves the way's score half
+ * way towards it: the median, since a wait that another program's time slice delayed (a
+ * few ms) says nothing about how to wait and would outweigh a dozen spins in a mean; a way
+ * last scored more than a slot ago (an earlier try) takes the new median as it is. The
+ * faster way is then the one used outside the try slots (spinning until blocking has a
+ * score: an engine starts spinning, as an MPI rank does, and first blocks in a try
+ * slot). A try that did not change the faster way makes tries rarer (doubling, up to
+ * TRY_MAX slots apart); a change makes them frequent again (TRY_MIN).
+ * Waits that ended at once, looks and timeouts are not scored. */
+static void score(coc_engine *e, int way, uint64_t start, uint64_t waited)
+{
+    if (e->cfg.spin_ns <= 0 || (e->cfg.flags & COC_ENGINE_SPIN_ANY_LOAD))
+        return;
+    uint32_t i = atomic_fetch_add_explicit(&e->way_n[way], 1, memory_order_relaxed);
+    if (i >= COC__WAY_SAMPLES)
+        return; /* another thread is scoring this way */
+    uint32_t ns_waited = waited < UINT32_MAX ? (uint32_t)waited : UINT32_MAX;
+    atomic_store_explicit(&e->way_sample[way][i], ns_waited, memory_order_relaxed);
+    if (i != COC__WAY_SAMPLES - 1)
+        return;
+    uint32_t ns[COC__WAY_SAMPLES];
+    for (unsigned k = 0; k < COC__WAY_SAMPLES; k++)
+        ns[k] = atomic_load_explicit(&e->way_sample[way][k], memory_order_relaxed);
+    atomic_store_explicit(&e->way_n[way], 0, memory_order_relaxed);
+    qsort(ns, COC__WAY_SAMPLES, sizeof ns[0], by_value);
+    uint64_t median = ns[COC__WAY_SAMPLES / 2] ? ns[COC__WAY_SAMPLES / 2] : 1;
+    pthread_mutex_lock(&e->spin_lock);
+    uint64_t slot = start / SLOT_NS;
+    uint64_t old = atomic_load_explicit(&e->way_ns[way], memory_order_relaxed);
+    int fresh = !old || slot > e->way_slot[way] + 1; /* the score of an earlier try is stale */
+    uint64_t now_ns = fresh ? median : (old + median) / 2;
+    atomic_store_explicit(&e->way_ns[way], now_ns, memory_order_relaxed);
+    e->way_slot[way] = slot;
+    uint64_t spin = atomic_load_explicit(&e->way_ns[0], memory_order_relaxed);
+    uint64_t block = atomic_load_explicit(&e->way_ns[1], memory_order_relaxed);
+    int best = block && (!spin || block < spin);
+    int was = atomic_load_explicit(&e->block_best, memory_order_relaxed);
+    uint64_t every = atomic_load_explicit(&e->try_every, memory_order_relaxed);
+    every = every ? every : TRY_MIN;
+    if (best != was) {
+        atomic_store_explicit(&e->block_best, best, memory_order_relaxed);
+        every = TRY_MIN;
+    } else if (way != best && slot != e->doubled_slot && every < TRY_MAX) {
+        e->doubled_slot = slot; /* a try confirmed the faster way: try less often */
+        every *= 2;
+    }
+    atomic_store_explicit(&e->try_every, every, memory_order_relaxed);
+    pthread_mutex_unlock(&e->spin_lock);
+}
+
+/* The spin budget of a wait that waits the way `way` (way_of): none when it blocks at once,
+ * else the learnt one. */
+static uint64_t spin_budget(coc_engine *e, int way)
+{
+    if (way) {
         atomic_fetch_add_explicit(&e->waits_unspun, 1, memory_order_relaxed);
         return 0;
     }
@@ -297,7 +389,9 @@ static uint64_t spin_budget(coc_engine *e, uint64_t now)
  * (1: done, 0: not possible now, COC_ETIMEDOUT). While we hold the token and count as a
  * spinner, the progress thread is not woken for socket events: every frame wakes us, and
  * we handle all of them (other threads' requests complete as usual). Shared-memory rings
- * are asked for doorbells first, as the progress thread does before it sleeps. */
+ * are asked for doorbells first, as the progress thread does before it sleeps (what they
+ * hold already is read then); the first epoll_wait returns at once when a socket has
+ * something already. */
 static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
 {
     if (e->forward)
@@ -309,7 +403,6 @@ static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
     }
     hush(e);
     int rc;
-    coc__progress(e, 0);
     for (;;) {
         if (done(g->r, g->st)) {
             rc = 1;
@@ -332,6 +425,14 @@ static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
     return rc;
 }
 
+/* A wait that started at `start` the way `way` ended after `waited` ns, `spun`: while
+ * spinning. */
+static void ended(coc_engine *e, int way, uint64_t start, uint64_t waited, int spun)
+{
+    learn(e, waited, spun);
+    score(e, way, start, waited);
+}
+
 int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
 {
     if (!r)
@@ -342,7 +443,7 @@ int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
         /* a look, not a wait (the binding's post-and-look-once): it neither spins nor
          * teaches the spin budget, which would learn "did not end" from every look */
         if (!done(r, st))
-            poke(e);
+            poke(e, 0);
         return done(r, st) ? 0 : COC_ETIMEDOUT;
     }
     if (done(r, st)) {
@@ -353,24 +454,28 @@ int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     spin_goal g = {.r = r, .st = st};
     int busy = 0;
-    if (spin(e, start, spin_budget(e, start), deadline, &g, &busy)) {
+    int way = way_of(e, start);
+    if (spin(e, start, spin_budget(e, way), deadline, &g, &busy)) {
         count_wait(e, COC__WAIT_SPUN);
-        learn(e, coc__now_ns() - start, 1);
+        ended(e, way, start, coc__now_ns() - start, 1);
         return 0;
     }
     if (busy)
         atomic_fetch_add_explicit(&e->waits_contended, 1, memory_order_relaxed);
     int rc = block_in_poller(e, &g, deadline);
     if (rc != 0) {
-        if (rc > 0)
+        if (rc > 0) {
             count_wait(e, COC__WAIT_POLLED);
-        learn(e, rc > 0 ? coc__now_ns() - start : UINT64_MAX, 0);
-        return rc > 0 ? 0 : rc;
+            ended(e, way, start, coc__now_ns() - start, 0);
+            return 0;
+        }
+        learn(e, UINT64_MAX, 0);
+        return rc;
     }
     for (;;) {
         if (done(r, st)) {
             count_wait(e, COC__WAIT_SLEPT);
-            learn(e, coc__now_ns() - start, 0);
+            ended(e, way, start, coc__now_ns() - start, 0);
             return 0;
         }
         uint64_t now = coc__now_ns();
@@ -397,7 +502,7 @@ int coc_test(coc_request *r, coc_status *st)
     coc__conn_release_held(r->e);
     if (done(r, st))
         return 1;
-    poke(r->e);
+    poke(r->e, 1);
     return done(r, st);
 }
 
@@ -440,7 +545,7 @@ int coc_iprobe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc
 {
     if (!e || source < COC_ANY_SOURCE || tag < COC_ANY_TAG)
         return COC_EINVAL;
-    poke(e);
+    poke(e, 1);
     pthread_mutex_lock(&e->lock);
     int rc = coc__probe_locked(e, source, context, tag, st);
     pthread_mutex_unlock(&e->lock);
@@ -456,7 +561,7 @@ int coc_probe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, int6
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     spin_goal g = {.source = source, .context = context, .tag = tag, .st = st};
     int busy = 0;
-    int found = spin(e, start, spin_budget(e, start), deadline, &g, &busy);
+    int found = spin(e, start, spin_budget(e, way_of(e, start)), deadline, &g, &busy);
     if (found)
         return found;
     pthread_mutex_lock(&e->lock);

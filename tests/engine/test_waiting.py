@@ -3,6 +3,7 @@
 No timing is asserted: the counts say which way each wait went, whatever the machine's load.
 """
 
+import select
 import threading
 import time
 
@@ -108,3 +109,37 @@ def test_spinning_waits_of_every_length_deliver_every_message(open_engine, spawn
     assert child.result() == count
     waits = _delta(before, me.stats(), ENDINGS)
     assert count <= sum(waits.values()) <= 2 * count   # a send's wait and a receive's
+
+
+def _late_send(tx, dest, tag, after):
+    """Send 8 bytes from ``tx`` to ``dest`` ``after`` seconds from now, from a thread."""
+    sender = threading.Thread(target=lambda: (time.sleep(after), tx.send(b"x" * 8, dest, tag)))
+    sender.start()
+    return sender
+
+
+@pytest.mark.parametrize("last_wait", [0.0005, 0.05])
+def test_the_progress_thread_takes_the_sockets_back_when_waits_stop(open_engine, monkeypatch,
+                                                                   last_wait):
+    """The sockets change hands lazily (docs/engine.md, "Waiting"): waits on an engine
+    without rings poll the sockets themselves and leave them so when they end. A message
+    that comes after the waits stopped — short waits back to back, or one long wait, then
+    none — is still received by the progress thread: the engine's fd turns readable with
+    no wait, test or look on this side. Liveness is off, so nothing else wakes the
+    progress thread: a hand-off that left the sockets to nobody hangs here."""
+    monkeypatch.setenv("COC_LIVENESS_MS", "-1")
+    rx, tx = open_engine(1, shm=False), open_engine(2, shm=False)
+    tx.add_peer(1, rx.address)
+    tx.set_route(1, [1])
+    for pause in (0.0,) + (0.0005,) * 30 + (last_wait,):
+        request = rx.irecv(bytearray(8), 2, 1)
+        sender = _late_send(tx, 1, 1, pause)
+        request.wait(TIMEOUT)
+        sender.join(TIMEOUT)
+    for settle in (0.0, 0.0005, 0.005):    # before, during and after the progress thread's looks
+        time.sleep(settle)
+        request = rx.irecv(bytearray(8), 2, 2)
+        rx.drain()
+        tx.send(b"y" * 8, 1, 2)
+        readable, _, _ = select.select([rx.fileno()], [], [], TIMEOUT)
+        assert readable and request.done

@@ -109,9 +109,9 @@ int coc_pair_key(const uint8_t *secret, size_t secret_len, uint32_t a, uint32_t 
  * onto shm_ring. */
 #define COC_ENGINE_SHM 0x2     /* use shared memory with same-host peers (the default) */
 #define COC_ENGINE_NO_SHM 0x4  /* never: the unix socket only */
-/* Waits spin whatever the machine's load (a node the job owns, where its own ranks and
- * progress threads are the load): without it they spin only while every runnable thread
- * of the machine has a core. The binding maps COC_SPIN_LOAD=ignore onto it. */
+/* Waits always spin first (up to the adaptive budget): without it each engine spins or
+ * blocks at once, whichever made its waits end sooner lately (docs/engine.md, "Waiting").
+ * The binding maps COC_SPIN_LOAD=ignore onto it. */
 #define COC_ENGINE_SPIN_ANY_LOAD 0x8
 
 typedef struct coc_engine_config {
@@ -378,7 +378,7 @@ typedef struct coc_stats {
     uint64_t spin_ns;               /* time waiters spent spinning, all waits together */
     uint64_t spin_budget_ns;        /* the adaptive spin budget now */
     uint64_t waits_contended;       /* spins cut short: a yield ran other work on this CPU */
-    uint64_t waits_unspun;          /* waits that did not spin: no core was free */
+    uint64_t waits_unspun;          /* waits that did not spin: blocking was the faster way */
 
     /* -- added in session 4 too: the record layer (coc_engine_set_peer_wire; append only) -- */
     uint64_t record_plain_sent;     /* stream bytes that went into records sent */
