@@ -448,9 +448,9 @@ cdef class EngineRequest:
     cdef int _block(self, object timeout) except -1:
         """Return once the request is complete (its outcome in ``_st``, not checked).
 
-        One look first with the GIL held (a request already done costs no GIL switch);
-        then waits with the GIL released, in slices, so that Ctrl-C interrupts it (the
-        request stays pending). ``timeout`` in seconds raises
+        Waits with the GIL released, in slices, so that Ctrl-C interrupts it (the
+        request stays pending); each slice is one of the engine's waits, counted in its
+        statistics even when the request was already done. ``timeout`` in seconds raises
         :class:`coc.errors.CocTimeoutError` when it passes, leaving the request pending.
         """
         cdef c.coc_status st
@@ -461,12 +461,6 @@ cdef class EngineRequest:
         if self._complete:
             return 0
         deadline = _deadline(timeout)
-        self._engine._enter()
-        rc = c.coc_wait(self._r, 0, &st)     # a look: no spin, no wait
-        self._engine._busy -= 1
-        if rc == 0:
-            self._finish(&st)
-            return 0
         while True:
             ns = _slice_ns(deadline)
             self._engine._enter()
@@ -492,6 +486,22 @@ cdef class EngineRequest:
             PyErr_CheckSignals()
             if deadline >= 0 and _now_ns() >= deadline:
                 raise error(c.COC_ETIMEDOUT, f"{self._what()}: not complete after {timeout} s")
+
+    cdef bint _look(self) except -1:
+        """Look once, with the GIL held, whether the request is complete (a look is not one
+        of the engine's waits: it neither spins nor counts); True when it is. A request
+        already done then costs no GIL switch."""
+        cdef c.coc_status st
+        cdef int rc
+        if self._complete:
+            return True
+        self._engine._enter()
+        rc = c.coc_wait(self._r, 0, &st)
+        self._engine._busy -= 1
+        if rc == 0:
+            self._finish(&st)
+            return True
+        return False
 
     cdef int _wait_into(self, c.coc_status *st) except -1:
         """Wait (no timeout), raise the request's error or copy its status into ``st``."""

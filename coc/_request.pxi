@@ -30,7 +30,7 @@ cdef class BufferRequest(EngineRequest):
             if status is not None:
                 self._owner._fill_cancelled(status)
             return 0
-        if not self._complete:
+        if not self._look():
             self._block(timeout)
         try:
             self._check()
