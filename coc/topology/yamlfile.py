@@ -168,7 +168,7 @@ class _Open:
             sources = value if isinstance(value, list) else [value]
             if not sources or not all(isinstance(source, Mapping) for source in sources):
                 return False
-            self.merges.extend(reversed(sources))
+            self.merges.extend(sources)
             return True
         if key in mapping:
             raise TopologyError(f"duplicate key {excerpt(key)} (first given on line "
@@ -184,9 +184,13 @@ class _Open:
         assert isinstance(self.value, Mapping)  # only mappings take ``<<`` merges
         merged = Mapping()
         merged.line = self.value.line
-        for source in [*self.merges, self.value]:
-            merged.update(source)
-            merged.lines.update(source.lines)
+        for source in self.merges:  # in order, keys where they first appear, as PyYAML 6.0.4
+            for key, value in source.items():
+                if key not in merged:
+                    merged[key] = value
+                    merged.lines[key] = source.lines[key]
+        merged.update(self.value)   # the mapping's own keys win
+        merged.lines.update(self.value.lines)
         return merged
 
 
@@ -313,9 +317,13 @@ def read_yaml(text: str, file: File = None) -> Any:
         return document
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        line = None if mark is None else mark.line + 1
+        if "maximum nesting depth" in str(exc.problem):  # the parser's own limit (PyYAML 6.0.4)
+            raise TopologyError(exceeded("the YAML nests", "depth"), file=file,
+                                line=line) from None
         context = f" ({exc.context})" if exc.context else ""
         raise TopologyError(shorten(f"YAML syntax error: {exc.problem}{context}"), file=file,
-                            line=None if mark is None else mark.line + 1) from None
+                            line=line) from None
     except yaml.YAMLError as exc:
         raise TopologyError(shorten(f"YAML error: {exc}"), file=file) from None
     except TopologyError:
