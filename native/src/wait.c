@@ -92,13 +92,6 @@ static void hush(coc_engine *e)
     pthread_mutex_unlock(&e->spin_lock);
 }
 
-/* Whether the engine has shared-memory rings; read without the token, as a hint (a ring
- * that comes meanwhile is only read a look later). */
-static int has_rings(coc_engine *e)
-{
-    return __atomic_load_n(&e->shm.head, __ATOMIC_RELAXED) != NULL;
-}
-
 /* A thread starts or stops polling pfd (and the rings) itself: writers to our rings need
  * not ring while it spins, and the progress thread need not wake for socket events. Where
  * the sockets are not the traffic (the engine has rings), disarming pfd is left to hush,
@@ -112,7 +105,7 @@ static void spinning(coc_engine *e, int on)
     int edge = on ? e->spinners++ == 0 : --e->spinners == 0;
     if (edge && on) {
         e->wait_gen++;
-        if (!has_rings(e))
+        if (!coc__has_rings(e))
             quiet_locked(e, 1);
     } else if (edge && e->progress_away) {
         quiet_locked(e, 0);
@@ -231,7 +224,7 @@ static int spin(coc_engine *e, uint64_t start, uint64_t budget, uint64_t deadlin
         return 0;
     spinning(e, 1);
     uint64_t yielded = start;
-    int sockets = !has_rings(e); /* ours to poll (see spinning) */
+    int sockets = !coc__has_rings(e); /* ours to poll (see spinning) */
     for (unsigned n = 0;; n++) {
         if ((rc = goal_met(e, g, sockets && n % SOCKET_LOOK_EVERY == 0)) != 0)
             break;
