@@ -38,6 +38,13 @@
 #define POLITE_NS 100000000    /* after a peer answered in our yield, yield at every look this long */
 #define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
 #define QUIET_LOOK_MS 1       /* the progress thread looks back this often while waiters hold pfd */
+/* Spinning is the faster way only when its waits end in less than SPIN_GAIN_NUM /
+ * SPIN_GAIN_DEN of blocking's: at about the same speed blocking wins, since a spin's looks
+ * and yields cost CPU that, pinned to one CPU, the rest of the path needs (across sites,
+ * where the answer crosses two gateways whatever the waiter does, the two ways scored
+ * within noise of each other and their tries kept 3-25 % of waits spinning in vain). */
+#define SPIN_GAIN_NUM 7
+#define SPIN_GAIN_DEN 8
 
 /* spin_lock: stop (quiet) or resume waking the progress thread for socket events. A
  * progress thread that sleeps without looking back soon is woken when the sockets become
@@ -323,8 +330,9 @@ static int by_value(const void *a, const void *b)
  * last scored more than a slot ago (an earlier try) takes the new median as it is. The
  * faster way is then the one used outside the try slots (spinning until blocking has a
  * score: an engine starts spinning, as an MPI rank does, and first blocks in a try
- * slot). A try that did not change the faster way makes tries rarer (doubling, up to
- * TRY_MAX slots apart); a change makes them frequent again (TRY_MIN).
+ * slot), spinning only when it is faster by a margin (SPIN_GAIN_NUM). A try that did
+ * not change the faster way makes tries rarer (doubling, up to TRY_MAX slots apart); a
+ * change makes them frequent again (TRY_MIN).
  * Waits that ended at once, looks and timeouts are not scored. */
 static void score(coc_engine *e, int way, uint64_t start, uint64_t waited)
 {
@@ -352,7 +360,7 @@ static void score(coc_engine *e, int way, uint64_t start, uint64_t waited)
     e->way_slot[way] = slot;
     uint64_t spin = atomic_load_explicit(&e->way_ns[0], memory_order_relaxed);
     uint64_t block = atomic_load_explicit(&e->way_ns[1], memory_order_relaxed);
-    int best = block && (!spin || block < spin);
+    int best = block && (!spin || spin * SPIN_GAIN_DEN >= block * SPIN_GAIN_NUM);
     int was = atomic_load_explicit(&e->block_best, memory_order_relaxed);
     uint64_t every = atomic_load_explicit(&e->try_every, memory_order_relaxed);
     every = every ? every : TRY_MIN;
