@@ -336,8 +336,8 @@ def table(title, columns):
                 text = ", ".join(f"{k} {v:.2f}" for k, v in sorted(calls.items()) if v >= 0.01)
                 lines.append(f"{name:>16}  {text or '-'}")
             sent = res.get("packets", {})
-            lines.append(f"{'packets sent':>16}  " + ", ".join(
-                f"{host} {sent[host]:.2f}" for host in ("a1", "a-gw", "b-gw", "b1") if host in sent))
+            hosts = [h for h in ("a1", "a-gw", "b-gw", "b1") if h in sent]
+            lines.append(f"{'packets sent':>16}  " + ", ".join(f"{h} {sent[h]:.2f}" for h in hosts))
     return "\n".join(lines)
 
 
