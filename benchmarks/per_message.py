@@ -15,17 +15,24 @@ between a1 and b1:
   client's CPU time and context switches from its exit status;
 - 8 B ping-pong (each message is one half round trip) and 8 B streams (windows of 64
   non-blocking sends answered by one empty message, as ``small_messages.py``'s rate);
-  unpinned and pinned to one CPU (``taskset -c 0`` on every process).
+  unpinned and pinned to one CPU (``taskset -c 0`` on every process);
+- with ``--syscalls``, the system calls of every process per message (``perf stat`` on the
+  kernel's ``syscalls:sys_enter_*`` tracepoints, attached to each process for the measured
+  loop: counting does not slow a call down as ``strace`` does), and the packets every
+  host sent on its interfaces per message (the veths' counters: frames on the wire,
+  TCP acknowledgements included).
 
 Pinned, every process shares one CPU, so the sum of the CPU column is what a message costs
 the machine: the latency and the rate follow it. Run (root, a source checkout):
-``python benchmarks/per_message.py [--count N] [--pin no|yes|both] [--testbed NAME]``.
+``python benchmarks/per_message.py [--count N] [--pin no|yes|both] [--testbed NAME]
+[--syscalls] [--modes pingpong,stream]``.
 Run by coc-run, the same file is a rank (``--rank MODE COUNT``).
 """
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,6 +43,9 @@ WINDOW = 64
 TIMEOUT = 600
 PIN = ("taskset", "-c", "0")
 MODES = ("pingpong", "stream")
+# the system calls --syscalls counts (what a rank, a gateway and a relay make per message)
+SYSCALLS = ("epoll_wait", "epoll_pwait", "epoll_ctl", "poll", "read", "recvfrom", "recvmsg",
+            "write", "sendto", "sendmsg", "writev", "futex", "sched_yield")
 
 
 # -- counters of a process -------------------------------------------------------------------
@@ -66,6 +76,64 @@ def per_message(before, after, messages):
             "switches": (after[1] - before[1]) / messages}
 
 
+class SyscallCount:
+    """``perf stat`` attached to processes (``{pid: name}``) until :meth:`stop`."""
+
+    def __init__(self, pids):
+        import tempfile
+        events = ",".join(f"syscalls:sys_enter_{name}" for name in SYSCALLS)
+        self.runs = {}
+        for pid, name in pids.items():
+            out = tempfile.NamedTemporaryFile(prefix="permsg", suffix=".perf", delete=False).name
+            self.runs[name] = (out, subprocess.Popen(
+                ["perf", "stat", "-x,", "-o", out, "-e", events, "-p", str(pid)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(0.5)  # perf attaches
+
+    def stop(self, messages):
+        """Stop counting; return ``{name: {syscall: calls per message}}``."""
+        import signal
+        counts = {}
+        for name, (out, proc) in self.runs.items():
+            proc.send_signal(signal.SIGINT)
+            proc.wait(30)
+            counts[name] = parse_perf(Path(out).read_text(), messages)
+            os.unlink(out)
+        return counts
+
+
+def parse_perf(text, messages):
+    """Return ``{syscall: calls per message}`` from ``perf stat -x,`` output."""
+    calls = {}
+    for line in text.splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[2].startswith("syscalls:sys_enter_") and fields[0].isdigit():
+            calls[fields[2][len("syscalls:sys_enter_"):]] = int(fields[0]) / messages
+    return calls
+
+
+def netns_of(pid):
+    """Return the network namespace name of ``pid`` (``ip netns identify``), or None."""
+    out = subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True,
+                         text=True).stdout.split()
+    return out[0] if out else None
+
+
+def packets(namespaces):
+    """Return ``{host: packets sent on all its interfaces}`` of testbed namespaces."""
+    sent = {}
+    for ns in namespaces:
+        links = json.loads(subprocess.run(["ip", "-n", ns, "-s", "-j", "link"], check=True,
+                                          capture_output=True, text=True).stdout)
+        sent[ns.rsplit(":", 1)[-1]] = sum(link["stats64"]["tx"]["packets"] for link in links
+                                          if link["ifname"] != "lo")
+    return sent
+
+
+def packets_per_message(before, after, messages):
+    return {host: (after[host] - before[host]) / messages for host in after}
+
+
 # -- one rank of the coc job -----------------------------------------------------------------
 def _job_processes():
     """Return ``{pid: role}`` of this job's ranks and gateway daemons (rank 0 calls it)."""
@@ -89,7 +157,7 @@ def _job_processes():
     return found
 
 
-def rank_main(mode, count):
+def rank_main(mode, count, syscalls=False):
     """Run ``count`` messages of ``mode``; rank 0 prints the per-message figures as JSON."""
     import numpy as np
 
@@ -122,8 +190,11 @@ def rank_main(mode, count):
     body = pingpong if mode == "pingpong" else stream
     body(max(WINDOW, count // 10))  # warm up
     procs = _job_processes() if rank == 0 else {}
+    names = {p: f"{role} {host_of(p)}" for p, role in procs.items()}
+    spaces = {netns_of(p) for p in procs} - {None} if syscalls else set()
+    perf = SyscallCount(names) if syscalls and rank == 0 else None
     comm.Barrier()
-    before = {p: counters(p) for p in procs}
+    before, sent = {p: counters(p) for p in procs}, packets(spaces)
     t0 = time.perf_counter()
     body(count)
     elapsed = time.perf_counter() - t0
@@ -131,18 +202,23 @@ def rank_main(mode, count):
     if rank == 0:
         after = {p: counters(p) for p in procs}
         messages = 2 * count if mode == "pingpong" else count // WINDOW * WINDOW
-        rows = {f"{role} {host_of(p)}": per_message(before[p], after[p], messages)
-                for p, role in procs.items()}
-        print("RESULT " + json.dumps({"rows": rows, "rate": messages / elapsed}), flush=True)
+        rows = {names[p]: per_message(before[p], after[p], messages) for p in procs}
+        result = {"rows": rows, "rate": messages / elapsed}
+        if perf:
+            result["packets"] = packets_per_message(sent, packets(spaces), messages)
+            for name, calls in perf.stop(messages).items():
+                rows[name]["syscalls"] = calls
+        print("RESULT " + json.dumps(result), flush=True)
 
 
 # -- the jobs --------------------------------------------------------------------------------
-def run_coc(tb, mode, count, pin, hold=True):
+def run_coc(tb, mode, count, pin, hold=True, syscalls=False):
     """Run the coc job on testbed ``tb``; return ``{"rows": ..., "rate": ...}``."""
     from coc.pycommand import python_argv
     cmd = [*python_argv("coc.launcher.cli"), "--topology", "two-sites", "--testbed", tb.name,
            "--delay", "wan=0", "--host", "a1:1", "--host", "b1:1", "-n", "2", "--timeout",
-           str(TIMEOUT), sys.executable, os.path.abspath(__file__), "--rank", mode, str(count)]
+           str(TIMEOUT), sys.executable, os.path.abspath(__file__), "--rank", mode, str(count),
+           *(["--syscalls"] if syscalls else [])]
     env = dict(os.environ, **({} if hold else {"COC_SEND_HOLD_NS": "-1"}))
     proc = subprocess.run([*PIN, *cmd] if pin else cmd, capture_output=True, text=True,
                           timeout=TIMEOUT + 60, stdin=subprocess.DEVNULL, env=env)
@@ -153,7 +229,7 @@ def run_coc(tb, mode, count, pin, hold=True):
                      f"{proc.stderr[-3000:]}")
 
 
-def run_relays(tb, mode, count, pin):
+def run_relays(tb, mode, count, pin, syscalls=False):
     """C ping-pong a1 -> relay a-gw -> relay b-gw -> b1; the same figures as :func:`run_coc`."""
     from coc.bench.engine import _line, _reap, engine_sockbuf, native_tools
     tools, prefix = native_tools(), list(PIN) if pin else []
@@ -172,12 +248,20 @@ def run_relays(tb, mode, count, pin):
         port = start("b-gw", "coc_relay", bgw_wan, 0, b1, port)
         port = start("a-gw", "coc_relay", agw_lan, 0, bgw_wan, port)
         spec = f"8:{count}" if mode == "pingpong" else f"rate:8:{count}:{WINDOW}"
-        before = {p: counters(p.pid) for p in procs}
+        perf = SyscallCount({p.pid: name for p, name in procs.items()}) if syscalls else None
+        spaces = {f"coc:{tb.name}:{h}" for h in ("a1", "a-gw", "b-gw", "b1")} if syscalls else ()
+        before, sent = {p: counters(p.pid) for p in procs}, packets(spaces)
         t0 = time.perf_counter()
-        client = tb.popen("a1", [*prefix, str(tools["coc_pingpong"]), *tuning, "client",
+        wrap = []
+        if syscalls:  # the client is counted from its start (a C program: a few calls)
+            client_perf = f"/tmp/permsg-client-{os.getpid()}.perf"
+            wrap = ["perf", "stat", "-x,", "-o", client_perf, "-e",
+                    ",".join(f"syscalls:sys_enter_{name}" for name in SYSCALLS), "--"]
+        client = tb.popen("a1", [*wrap, *prefix, str(tools["coc_pingpong"]), *tuning, "client",
                                  agw_lan, port, spec], stdout=subprocess.PIPE, text=True)
         _, status, usage = os.wait4(client.pid, 0)
         elapsed = time.perf_counter() - t0
+        sent_after = packets(spaces)
         client.returncode = os.waitstatus_to_exitcode(status)
         out = client.stdout.read()
         client.stdout.close()
@@ -195,7 +279,14 @@ def run_relays(tb, mode, count, pin):
     words = out.split()
     rate = (int(words[2]) / (int(words[3]) * 1e-9) if mode == "stream"
             else 1 / (2 * int(words[2]) * 1e-9))
-    return {"rows": rows, "rate": rate if mode == "stream" else messages / elapsed}
+    result = {"rows": rows, "rate": rate if mode == "stream" else messages / elapsed}
+    if syscalls:
+        for name, calls in perf.stop(messages).items():
+            rows[name]["syscalls"] = calls
+        rows["client a1"]["syscalls"] = parse_perf(Path(client_perf).read_text(), messages)
+        os.unlink(client_perf)
+        result["packets"] = packets_per_message(sent, sent_after, messages)
+    return result
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -203,13 +294,17 @@ ORDER = ("rank a1", "client a1", "gateway a-gw", "relay a-gw", "gateway b-gw", "
          "rank b1", "server b1")
 
 
+def _median_of(dicts):
+    """Median of every key over a list of dicts (nested dicts in turn; a missing key: 0)."""
+    keys = {k for d in dicts for k in d}
+    return {k: (_median_of([d.get(k, {}) for d in dicts])
+                if any(isinstance(d.get(k), dict) for d in dicts)
+                else statistics.median(d.get(k, 0) for d in dicts)) for k in keys}
+
+
 def _median(runs):
     """Median of each figure of each row over ``runs`` (a list of results)."""
-    rows = {}
-    for name in runs[0]["rows"]:
-        rows[name] = {k: statistics.median(r["rows"][name][k] for r in runs)
-                      for k in runs[0]["rows"][name]}
-    return {"rows": rows, "rate": statistics.median(r["rate"] for r in runs)}
+    return _median_of(runs)
 
 
 def table(title, columns):
@@ -232,6 +327,17 @@ def table(title, columns):
     lines.append(f"{'CPU, all':>14} " + " ".join(f"{sums[c]:6.2f} us".rjust(24) for c in columns))
     lines.append(f"{'k msg/s (wall)':>14} " + " ".join(
         f"{columns[c]['rate'] / 1e3:6.1f}".rjust(24) for c in columns))
+    if any("packets" in res for res in columns.values()):
+        lines += ["", "system calls per message (those made at least once per 100 messages)"]
+        for c, res in columns.items():
+            lines.append(f"  {c}:")
+            for name in names:
+                calls = res["rows"].get(name, {}).get("syscalls", {})
+                text = ", ".join(f"{k} {v:.2f}" for k, v in sorted(calls.items()) if v >= 0.01)
+                lines.append(f"{name:>16}  {text or '-'}")
+            sent = res.get("packets", {})
+            hosts = [h for h in ("a1", "a-gw", "b-gw", "b1") if h in sent]
+            lines.append(f"{'packets sent':>16}  " + ", ".join(f"{h} {sent[h]:.2f}" for h in hosts))
     return "\n".join(lines)
 
 
@@ -242,9 +348,19 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=3, help="runs of every job (median)")
     p.add_argument("--pin", choices=["no", "yes", "both"], default="both")
     p.add_argument("--testbed", metavar="NAME", help="an existing two-sites testbed to use")
+    p.add_argument("--syscalls", action="store_true",
+                   help="also count every process's system calls (perf stat) and the packets "
+                        "every host sends, per message")
+    p.add_argument("--modes", default=",".join(MODES),
+                   help="which of pingpong,stream to run (default both)")
     args = p.parse_args(argv)
     if args.rank:
-        return rank_main(args.rank[0], int(args.rank[1]))
+        return rank_main(args.rank[0], int(args.rank[1]), args.syscalls)
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or set(modes) - set(MODES):
+        p.error(f"--modes: a comma-separated list of {', '.join(MODES)}")
+    if args.syscalls and shutil.which("perf") is None:
+        p.error("--syscalls needs perf (linux-tools) on PATH")
     from coc import testbed as testbeds
     load = os.getloadavg()
     start = time.monotonic()
@@ -253,13 +369,14 @@ def main(argv=None):
     tb = tb or owned
     try:
         for pin in {"no": [False], "yes": [True], "both": [False, True]}[args.pin]:
-            for mode in MODES:
+            for mode in modes:
                 runs = {"coc": [], "coc, no coalescing": [], "C, 2 relays": []}
                 count = args.count if mode == "stream" else args.count // 4
                 for _ in range(args.repeat):  # interleaved
-                    runs["C, 2 relays"].append(run_relays(tb, mode, count, pin))
-                    runs["coc"].append(run_coc(tb, mode, count, pin))
-                    runs["coc, no coalescing"].append(run_coc(tb, mode, count, pin, hold=False))
+                    runs["C, 2 relays"].append(run_relays(tb, mode, count, pin, args.syscalls))
+                    runs["coc"].append(run_coc(tb, mode, count, pin, syscalls=args.syscalls))
+                    runs["coc, no coalescing"].append(run_coc(tb, mode, count, pin, hold=False,
+                                                              syscalls=args.syscalls))
                 title = (f"8 B {mode}, {'pinned (taskset -c 0)' if pin else 'unpinned'}, "
                          f"per one-way message, median of {args.repeat} runs")
                 print(table(title, {k: _median(v) for k, v in runs.items()}) + "\n", flush=True)

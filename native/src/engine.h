@@ -371,6 +371,12 @@ void coc__drain(int fd);                                      /* empty an eventf
  * unless a thread spins; 1 when data came meanwhile (do not sleep) */
 int coc__going_idle(coc_engine *e);
 int coc__progress_sleep_ms(coc_engine *e, int idle_ms); /* wait.c: the lazy hand-off of pfd */
+/* Whether the engine has shared-memory rings; read without the token, as a hint (a ring
+ * that comes meanwhile is only read a look later). */
+static inline int coc__has_rings(coc_engine *e)
+{
+    return __atomic_load_n(&e->shm.head, __ATOMIC_RELAXED) != NULL;
+}
 
 /* wait.c: how waits ended, indexes of e->waits (coc_engine_stats) */
 enum { COC__WAIT_AT_ONCE, COC__WAIT_SPUN, COC__WAIT_POLLED, COC__WAIT_SLEPT };

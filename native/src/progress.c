@@ -138,6 +138,22 @@ static int idle_timeout_ms(const coc_engine *e)
     return e->liveness_ns ? (int)(e->liveness_ns / 4000000u) + 1 : -1;
 }
 
+/* The progress thread is about to sleep: coc__going_idle with the token (1: do not sleep).
+ * Without rings there is nothing to ask doorbells for, and the token is not taken: an
+ * endpoint's waiter holds it while it blocks in the poller, and queueing for it cost a
+ * futex sleep and a wake-up per look, on one CPU two context switches on the message's
+ * path. A ring that comes meanwhile is the business of the thread that made it: it asks
+ * for doorbells, or wakes this thread, as it lets go of the token (wait.c, spinning). */
+static int going_idle(coc_engine *e)
+{
+    if (!coc__has_rings(e))
+        return 0;
+    pthread_mutex_lock(&e->plock);
+    int again = coc__going_idle(e);
+    pthread_mutex_unlock(&e->plock);
+    return again;
+}
+
 void *coc__progress_main(void *arg)
 {
     coc_engine *e = arg;
@@ -146,25 +162,29 @@ void *coc__progress_main(void *arg)
         if (e->forward) {
             /* a gateway: wait on the sockets themselves, one system call less per frame */
             coc__event ev[64];
-            pthread_mutex_lock(&e->plock);
-            int again = coc__going_idle(e);
-            pthread_mutex_unlock(&e->plock);
-            int n = coc__poll_wait(e->pfd, ev, 64, again ? 0 : idle_timeout_ms(e));
+            int n = coc__poll_wait(e->pfd, ev, 64, going_idle(e) ? 0 : idle_timeout_ms(e));
             pthread_mutex_lock(&e->plock);
             handle(e, ev, n);
             pthread_mutex_unlock(&e->plock);
             continue;
         }
-        pthread_mutex_lock(&e->plock);
-        int again = coc__going_idle(e);
-        pthread_mutex_unlock(&e->plock);
         coc__event ev[2];
-        int sleep_ms = again ? 0 : coc__progress_sleep_ms(e, idle_timeout_ms(e));
+        int sleep_ms = going_idle(e) ? 0 : coc__progress_sleep_ms(e, idle_timeout_ms(e));
         int n = coc__poll_wait(e->ofd, ev, 2, sleep_ms);
         for (int i = 0; i < n; i++)
             if (ev[i].key == COC__KEY_WAKE)
                 coc__drain(e->wfd);
-        pthread_mutex_lock(&e->plock);
+        /* A look back that nothing woke (the lazy hand-off's, or housekeeping's) while a
+         * waiter holds the token: that waiter reads the sockets and does the housekeeping
+         * (handle); the progress thread only had to see whether waits go on, which
+         * coc__progress_sleep_ms does at the top. Woken (the wake eventfd, the sockets),
+         * it takes the token as before: a wake asks it to look again. */
+        if (n == 0) {
+            if (pthread_mutex_trylock(&e->plock) != 0)
+                continue;
+        } else {
+            pthread_mutex_lock(&e->plock);
+        }
         coc__progress(e, 0);
         pthread_mutex_unlock(&e->plock);
         /* No busy-polling here: measured pinned to one CPU, a gateway's progress thread

@@ -38,6 +38,13 @@
 #define POLITE_NS 100000000    /* after a peer answered in our yield, yield at every look this long */
 #define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
 #define QUIET_LOOK_MS 1       /* the progress thread looks back this often while waiters hold pfd */
+/* Spinning is the faster way only when its waits end in less than SPIN_GAIN_NUM /
+ * SPIN_GAIN_DEN of blocking's: at about the same speed blocking wins, since a spin's looks
+ * and yields cost CPU that, pinned to one CPU, the rest of the path needs (across sites,
+ * where the answer crosses two gateways whatever the waiter does, the two ways scored
+ * within noise of each other and their tries kept 3-25 % of waits spinning in vain). */
+#define SPIN_GAIN_NUM 7
+#define SPIN_GAIN_DEN 8
 
 /* spin_lock: stop (quiet) or resume waking the progress thread for socket events. A
  * progress thread that sleeps without looking back soon is woken when the sockets become
@@ -92,13 +99,6 @@ static void hush(coc_engine *e)
     pthread_mutex_unlock(&e->spin_lock);
 }
 
-/* Whether the engine has shared-memory rings; read without the token, as a hint (a ring
- * that comes meanwhile is only read a look later). */
-static int has_rings(coc_engine *e)
-{
-    return __atomic_load_n(&e->shm.head, __ATOMIC_RELAXED) != NULL;
-}
-
 /* A thread starts or stops polling pfd (and the rings) itself: writers to our rings need
  * not ring while it spins, and the progress thread need not wake for socket events. Where
  * the sockets are not the traffic (the engine has rings), disarming pfd is left to hush,
@@ -112,7 +112,7 @@ static void spinning(coc_engine *e, int on)
     int edge = on ? e->spinners++ == 0 : --e->spinners == 0;
     if (edge && on) {
         e->wait_gen++;
-        if (!has_rings(e))
+        if (!coc__has_rings(e))
             quiet_locked(e, 1);
     } else if (edge && e->progress_away) {
         quiet_locked(e, 0);
@@ -231,7 +231,7 @@ static int spin(coc_engine *e, uint64_t start, uint64_t budget, uint64_t deadlin
         return 0;
     spinning(e, 1);
     uint64_t yielded = start;
-    int sockets = !has_rings(e); /* ours to poll (see spinning) */
+    int sockets = !coc__has_rings(e); /* ours to poll (see spinning) */
     for (unsigned n = 0;; n++) {
         if ((rc = goal_met(e, g, sockets && n % SOCKET_LOOK_EVERY == 0)) != 0)
             break;
@@ -330,8 +330,9 @@ static int by_value(const void *a, const void *b)
  * last scored more than a slot ago (an earlier try) takes the new median as it is. The
  * faster way is then the one used outside the try slots (spinning until blocking has a
  * score: an engine starts spinning, as an MPI rank does, and first blocks in a try
- * slot). A try that did not change the faster way makes tries rarer (doubling, up to
- * TRY_MAX slots apart); a change makes them frequent again (TRY_MIN).
+ * slot), spinning only when it is faster by a margin (SPIN_GAIN_NUM). A try that did
+ * not change the faster way makes tries rarer (doubling, up to TRY_MAX slots apart); a
+ * change makes them frequent again (TRY_MIN).
  * Waits that ended at once, looks and timeouts are not scored. */
 static void score(coc_engine *e, int way, uint64_t start, uint64_t waited)
 {
@@ -359,7 +360,7 @@ static void score(coc_engine *e, int way, uint64_t start, uint64_t waited)
     e->way_slot[way] = slot;
     uint64_t spin = atomic_load_explicit(&e->way_ns[0], memory_order_relaxed);
     uint64_t block = atomic_load_explicit(&e->way_ns[1], memory_order_relaxed);
-    int best = block && (!spin || block < spin);
+    int best = block && (!spin || spin * SPIN_GAIN_DEN >= block * SPIN_GAIN_NUM);
     int was = atomic_load_explicit(&e->block_best, memory_order_relaxed);
     uint64_t every = atomic_load_explicit(&e->try_every, memory_order_relaxed);
     every = every ? every : TRY_MIN;

@@ -143,3 +143,19 @@ def test_the_progress_thread_takes_the_sockets_back_when_waits_stop(open_engine,
         tx.send(b"y" * 8, 1, 2)
         readable, _, _ = select.select([rx.fileno()], [], [], TIMEOUT)
         assert readable and request.done
+
+
+def test_waits_that_spinning_cannot_shorten_block_at_once(open_engine):
+    """Spinning is the faster way only when it beats blocking by a margin (docs/engine.md,
+    "Waiting"): when every message comes a fixed pause after the wait began (an answer
+    through gateways, pinned to one CPU, comes after their work whatever the waiter
+    does), both ways end their waits at about the same time, and the engine settles on
+    blocking at once. With the margin gone, the choice followed noise and a share of
+    the waits kept spinning in vain."""
+    me = open_engine(1, spin_ns=200_000)
+    _waits_for_late_messages(me, 240)          # both ways scored, the choice made
+    before = me.stats()
+    _waits_for_late_messages(me, 80)
+    waits = _delta(before, me.stats(), (*ENDINGS, "waits_unspun"))
+    assert sum(waits[k] for k in ENDINGS) == 80
+    assert waits["waits_unspun"] >= 60, waits  # the rest: the spinning way's rare tries
