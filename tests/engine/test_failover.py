@@ -340,30 +340,12 @@ def test_a_gateway_stopped_past_the_liveness_timeout_reports_no_live_endpoint_de
     wait_for_log(stopped, "answers a new connection after its last one ended")
 
 
-def idle_child_behind(open_engine, spawn, gateway):
-    """Endpoint 1 (here) and endpoint 2 (a child that idles) behind gateway 10, both
-    connected to it. Return (engine 1, child, gateway daemon)."""
-    me = open_engine(1)
-    child = spawn(2, "connect_and_idle", hop=10)
-    gw = gateway(10, peers={1: me.address, 2: child.address}, routes={1: [[1, 1]], 2: [[2, 1]]})
-    me.add_peer(10, gw.address)
-    me.set_route(2, [10])
-    me.connect(10)
-    child.connect({10: gw.address}, {1: [10]})
-    assert child.recv() == "connected"
-    deadline = time.monotonic() + scaled(30)
-    while gw.stats()["connections_open"] < 2:
-        assert time.monotonic() < deadline, "the endpoints never connected to the gateway"
-        time.sleep(0.01)
-    return me, child, gw
-
-
 def test_a_killed_endpoint_is_reported_lost_when_its_dial_back_is_refused(
-        open_engine, spawn, gateway):
+        idle_child_behind_gateway):
     # Its gateway dials endpoint 2 back before reporting it; a dead process refuses the dial
     # (nothing listens at its address), so the report comes at once, and endpoint 1's
     # receive from 2 fails naming it.
-    me, child, gw = idle_child_behind(open_engine, spawn, gateway)
+    me, child, gw = idle_child_behind_gateway
     req = me.irecv(bytearray(8), 2)
     child.proc.kill()
     with pytest.raises(errors.PeerLost, match="endpoint 2"):
@@ -374,12 +356,12 @@ def test_a_killed_endpoint_is_reported_lost_when_its_dial_back_is_refused(
 
 
 def test_a_stopped_endpoint_is_reported_lost_when_its_dial_back_gets_no_answer(
-        open_engine, spawn, gateway):
+        idle_child_behind_gateway):
     # Endpoint 2 is stopped (SIGSTOP): its gateway judges it silent (liveness timeout) and
     # dials it back. Its kernel accepts the connection, but nobody answers the handshake:
     # after the liveness bound, the gateway reports it lost after all, and endpoint 1's
     # receive from 2 fails naming it.
-    me, child, gw = idle_child_behind(open_engine, spawn, gateway)
+    me, child, gw = idle_child_behind_gateway
     req = me.irecv(bytearray(8), 2)
     os.kill(child.proc.pid, signal.SIGSTOP)
     try:
