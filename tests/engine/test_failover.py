@@ -337,6 +337,10 @@ def test_a_gateway_stopped_past_the_liveness_timeout_reports_no_live_endpoint_de
             raise AssertionError("\n".join(f"{i}: {l}" for i, log in logs.items() for l in log))
     exchange_all(list(engines.values()), big, tag=3)
     assert not told(), "a live endpoint was reported lost:\n" + "\n".join(told())
+    # what the gateway sent on the connections it dialed was taken, though the endpoints
+    # had put it out of their routes: the PATH frames for the pairs that crossed it
+    assert any("reported through endpoint 10 " in line for log in logs.values() for line in log), \
+        logs
     wait_for_log(stopped, "answers a new connection after its last one ended")
 
 
@@ -371,3 +375,41 @@ def test_a_stopped_endpoint_is_reported_lost_when_its_dial_back_gets_no_answer(
         os.kill(child.proc.pid, signal.SIGCONT)
     wait_for_log(gw, "does not answer a new connection")
     assert gw.stats()["peers_dialed_back"] == 0
+
+
+def test_a_near_gateway_stopped_and_resumed_reports_nothing_across_two_tiers(
+        open_engine, gateway, monkeypatch):
+    # Two tiers, 1 -> {ga1, ga2} -> {gb1, gb2} -> 2. Gateway ga1 is stopped past the
+    # liveness timeout: endpoint 1 and the far gateways judge it and route around it. When it
+    # resumes, it dials endpoint 1 back, finds it alive and tells endpoint 2 to send again
+    # (PATH, through a far gateway), not that 1 is lost: an ERROR would take a live far
+    # gateway out of 2's routes, or fail 2's receives once it has no other.
+    monkeypatch.setenv("COC_SHM", "0")
+    a, b, gws = build(open_engine, gateway, two_tier=True)
+    big = 1 << 20
+    exchange_all([a, b], big, tag=1)
+    across = b.irecv(np.empty(64, dtype=np.uint8), 1, tag=2)
+    stopped = gws["ga1"]
+    os.kill(stopped.pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + scaled(30)
+        while a.stats()["failovers"] < 1:
+            assert time.monotonic() < deadline, "endpoint 1 never judged the stopped gateway"
+            time.sleep(0.05)
+    finally:
+        os.kill(stopped.pid, signal.SIGCONT)
+    log = []
+
+    def told():
+        log.extend(b.take_log() + a.take_log())
+        return [line for line in log if "reported by a gateway" in line or "cannot reach" in line]
+
+    deadline = time.monotonic() + scaled(30)
+    while stopped.stats().get("peers_dialed_back", 0) < 1 and not told():
+        assert time.monotonic() < deadline, "the resumed gateway dialed nobody back:\n" + \
+            gateway_log(stopped)
+        time.sleep(0.05)
+    a.isend(np.full(64, 1, dtype=np.uint8), 2, tag=2)
+    assert across.wait(scaled(60)).source == 1
+    exchange_all([a, b], big, tag=3)
+    assert not told(), "\n".join(log)
