@@ -301,8 +301,8 @@ void coc__forward_opened(coc__conn *c)
     c->dialback = 0;
     e->stats.peers_dialed_back++;
     coc__log(e, "endpoint %u answers a new connection after its last one ended without BYE: "
-             "alive, not reported lost; %zu pair%s that crossed the old one told to send again", c->peer_id,
-             c->nflows, c->nflows == 1 ? "" : "s");
+             "alive, not reported lost; %zu pair%s that crossed the old one told to send again",
+             c->peer_id, c->nflows, c->nflows == 1 ? "" : "s");
     report_flows(e, c, 1);
 }
 
@@ -318,7 +318,8 @@ void coc__forward_lost(coc_engine *e, coc__conn *c)
     if (c->dialback && !c->authed) {
         /* dialed back after its connection ended: no answer, so it is lost after all */
         coc__log(e, "endpoint %u does not answer a new connection after its last one ended "
-                 "without BYE (%s): reported lost", c->peer_id, c->why ? c->why : coc_strerror(c->err));
+                 "without BYE (%s): reported lost", c->peer_id,
+                 c->why ? c->why : coc_strerror(c->err));
         report_lost(e, c->peer_id);
     } else if (coc__forward_dials_back(e, c)) {
         dial_back(e, c);
