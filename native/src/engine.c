@@ -126,6 +126,7 @@ static const coc__conn_calls conn_calls = {
     .on_stream_failed = coc__stream_failed,
     .on_closing = conn_closing,
     .on_closed = conn_closed,
+    .on_open = coc__forward_opened,
 };
 
 /* ---- life cycle ---------------------------------------------------------------------------- */

@@ -83,6 +83,8 @@ typedef struct coc__conn_calls {
      * through it failed over to other hops), and after */
     int (*on_closing)(coc__conn *c);
     void (*on_closed)(coc_engine *e, int failover);
+    /* the handshake is complete, both ends proved their ids (lock) */
+    void (*on_open)(coc__conn *c);
 } coc__conn_calls;
 
 /* Request state word (futex): pending, pending with a sleeper, done. */
@@ -226,6 +228,8 @@ struct coc__conn {
     uint8_t rfwding;                   /* the current frame is being forwarded (or dropped) */
     uint8_t rdrop;                     /* the current frame is a duplicate: read and dropped */
     uint8_t cut;                       /* we closed it ourselves (a frame it carried broke) */
+    uint8_t dialback;                  /* gateway: dialed to learn whether the endpoint of a
+                                        * connection that ended without BYE lives (forward.c) */
     uint64_t rx_count, rx_seen;        /* liveness: reads so far / at the last check */
     uint64_t rx_stamp_ns;              /* when rx_count last moved */
     int err;                           /* DEAD: why */
@@ -509,6 +513,9 @@ void coc__recv_settle(coc_engine *e, coc_request *r);
 int coc__forward_begin(coc__conn *c);  /* 0 started, 1 paused on a full window, <0 error */
 void coc__forward_data(coc__conn *c, const uint8_t *src, size_t n);
 void coc__forward_lost(coc_engine *e, coc__conn *c);                 /* plock + lock */
+void coc__forward_opened(coc__conn *c);                              /* lock: authenticated */
+/* c ended and is an endpoint's: its end is no verdict yet, the gateway dials it back */
+int coc__forward_dials_back(const coc_engine *e, const coc__conn *c);
 void coc__forward_resume(coc_engine *e);                              /* plock: restart paused */
 void coc__forward_done(coc__conn *out, coc__item *it);               /* lock: item written */
 void coc__pool_free(coc_engine *e);                                   /* at close */

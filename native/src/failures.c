@@ -80,7 +80,10 @@ void coc__lost_conn(coc_engine *e, coc__conn *c, int failover)
     int crashed = c->authed && !c->bye;
     /* a connection that failed the handshake fails its sends as such, not as a lost peer */
     int why = c->err == COC_EAUTH ? COC_EAUTH : COC_EPEERLOST;
-    if (crashed) {
+    if (crashed && coc__forward_dials_back(e, c)) {
+        coc__log(e, "%s ended without BYE: %s (%s); dialing it back before reporting it lost",
+                 c->name, c->why ? c->why : "closed", coc_strerror(c->err));
+    } else if (crashed) {
         e->stats.peers_lost++;
         coc__log(e, "%s lost: %s (%s)", c->name, c->why ? c->why : "closed", coc_strerror(c->err));
         coc__notify(e);

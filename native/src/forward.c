@@ -23,7 +23,9 @@
  *
  * Failures: when a directly connected endpoint dies (no BYE), every endpoint in the route
  * table gets an ERROR frame naming it, so requests that need it fail instead of hanging,
- * whether or not their traffic crossed this gateway. When a link to another gateway dies,
+ * whether or not their traffic crossed this gateway. Since an endpoint also closes a
+ * connection that it judges silent, the gateway first dials it back: one that answers is
+ * alive, and only gets its pairs' senders to send again. When a link to another gateway dies,
  * the endpoints behind it are many: for every connection the gateway remembers which
  * (endpoint to tell, endpoint lost) pairs crossed it, and each endpoint to tell gets an
  * ERROR frame naming the lost one. A frame with no usable next hop is dropped and answered
@@ -237,32 +239,96 @@ void coc__forward_done(coc__conn *out, coc__item *it)
     }
 }
 
+/* Endpoint `id` is lost: tell every endpoint we route for, so one waiting on it hears even
+ * if none of its traffic crossed this gateway. */
+static void report_lost(coc_engine *e, uint32_t id)
+{
+    e->stats.peers_lost++;
+    for (size_t i = 0; i < e->dests.cap; i++) {
+        coc__hdr eh = {.type = COC__ERROR, .source = id, .dest = e->dests.keys[i],
+                       .tag = COC_EPEERLOST};
+        if (e->dests.vals[i] && eh.dest != eh.source && eh.dest != e->self)
+            coc__send_ctrl(e, &eh, 0);
+    }
+}
+
+/* The pairs that crossed c lost frames on the way: for each, tell the endpoint to tell that
+ * its frames to the other one died (PATH: it sends again what was not acknowledged), or,
+ * unless `moved`, that the other one is lost (ERROR). */
+static void report_flows(coc_engine *e, const coc__conn *c, int moved)
+{
+    for (size_t i = 0; i < c->nflows; i++) {
+        uint32_t lost = c->flows[i].lost;
+        int path = moved || coc__rel_rerouted(e, lost, c->peer_id);
+        coc__hdr eh = {.type = path ? COC__PATH : COC__ERROR, .source = lost,
+                       .dest = c->flows[i].notify, .tag = path ? 0 : COC_EPEERLOST};
+        if (eh.source != eh.dest && eh.dest != e->self)
+            coc__send_ctrl(e, &eh, 0);
+    }
+}
+
+/*
+ * The connection of a directly connected endpoint ended without BYE. That is how a dead
+ * endpoint's connection ends, but also one the endpoint closed by its own verdict: it
+ * judged us silent (we were stopped, or it was starved of CPU past the liveness timeout)
+ * or we judged it so. So dial it once before reporting it: the verdict waits on that
+ * connection (dialback), which carries the pairs that crossed the old one. A dial refused
+ * at once reports it lost at once.
+ */
+static void dial_back(coc_engine *e, coc__conn *c)
+{
+    int rc = 0;
+    coc__conn *back = atomic_load(&e->stopping) ? NULL : coc__conn_to(e, c->peer_id, &rc);
+    if (!back) {
+        if (rc)
+            coc__log(e, "endpoint %u cannot be dialed back after its connection ended without "
+                     "BYE (%s): reported lost", c->peer_id, coc_strerror(rc));
+        report_lost(e, c->peer_id);
+        return;
+    }
+    for (size_t i = 0; i < c->nflows; i++)
+        add_flow(back, c->flows[i].notify, c->flows[i].lost);
+    back->dialback = 1;
+    if (back->authed)
+        coc__forward_opened(back); /* it has an open connection to us already */
+}
+
+void coc__forward_opened(coc__conn *c)
+{
+    coc_engine *e = c->e;
+    if (!c->dialback)
+        return;
+    c->dialback = 0;
+    e->stats.peers_dialed_back++;
+    coc__log(e, "endpoint %u answers a new connection after its last one ended without BYE: "
+             "alive, not reported lost; %zu pair%s that crossed the old one told to send again",
+             c->peer_id, c->nflows, c->nflows == 1 ? "" : "s");
+    report_flows(e, c, 1);
+}
+
+int coc__forward_dials_back(const coc_engine *e, const coc__conn *c)
+{
+    return e->forward && c->authed && !c->bye && !(c->theirs.flags & COC__HELLO_GATEWAY) && !c->cut;
+}
+
 void coc__forward_lost(coc_engine *e, coc__conn *c)
 {
     if (!e->forward)
         return;
-    if (c->authed && !c->bye && !(c->theirs.flags & COC__HELLO_GATEWAY) && !c->cut) {
-        /* an endpoint died: tell every endpoint we route for, so one waiting on it
-         * hears even if none of its traffic crossed this gateway */
-        for (size_t i = 0; i < e->dests.cap; i++) {
-            coc__hdr eh = {.type = COC__ERROR, .source = c->peer_id, .dest = e->dests.keys[i],
-                           .tag = COC_EPEERLOST};
-            if (e->dests.vals[i] && eh.dest != eh.source && eh.dest != e->self)
-                coc__send_ctrl(e, &eh, 0);
-        }
+    if (c->dialback && !c->authed) {
+        /* dialed back after its connection ended: no answer, so it is lost after all */
+        coc__log(e, "endpoint %u does not answer a new connection after its last one ended "
+                 "without BYE (%s): reported lost", c->peer_id,
+                 c->why ? c->why : coc_strerror(c->err));
+        report_lost(e, c->peer_id);
+    } else if (coc__forward_dials_back(e, c)) {
+        dial_back(e, c);
     } else if ((c->authed || c->outgoing) && !c->bye) {
-        /* a gateway link died, or never came up with frames queued on it (or we cut one): tell the endpoints of the pairs that crossed
-         * it. Where our route moved to another hop (reliable.c), or the link was one we cut,
-         * the endpoint is alive: a PATH frame makes the other end send again what it has
-         * not acknowledged; else it is lost. */
-        for (size_t i = 0; i < c->nflows; i++) {
-            uint32_t lost = c->flows[i].lost;
-            int moved = c->cut || coc__rel_rerouted(e, lost, c->peer_id);
-            coc__hdr eh = {.type = moved ? COC__PATH : COC__ERROR, .source = lost,
-                           .dest = c->flows[i].notify, .tag = moved ? 0 : COC_EPEERLOST};
-            if (eh.source != eh.dest && eh.dest != e->self)
-                coc__send_ctrl(e, &eh, 0);
-        }
+        /* a gateway link died, or never came up with frames queued on it (or we cut one):
+         * tell the endpoints of the pairs that crossed it. Where our route moved to another
+         * hop (reliable.c), or the link was one we cut, the endpoint is alive; else it is
+         * lost. */
+        report_flows(e, c, c->cut);
     }
     if (c->rfwd) {
         /* c died mid-frame: the frame it was feeding can never be completed */

@@ -275,6 +275,7 @@ int coc__hs_proof(coc__conn *c, const uint8_t *bytes)
             coc__list_prepend(&e->shm, &c->shm_link);
             coc__log(e, "%s: shared memory, %zu KiB rings", c->name, c->rx.size >> 10);
         }
+        c->on->on_open(c);
         coc__conn_flush(c);
     }
     pthread_mutex_unlock(&e->lock);

@@ -4,6 +4,7 @@ import multiprocessing
 import os
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -136,4 +137,23 @@ def gateway():
         if text:
             print(f"--- gateway {gw.pid} log ---\n{text}")
         log.close()
+
+
+@pytest.fixture
+def idle_child_behind_gateway(open_engine, spawn, gateway):
+    """Endpoint 1 (here) and endpoint 2 (a child that idles) behind gateway 10, both
+    connected to it: (engine 1, child, gateway daemon)."""
+    me = open_engine(1)
+    child = spawn(2, "connect_and_idle", hop=10)
+    gw = gateway(10, peers={1: me.address, 2: child.address}, routes={1: [[1, 1]], 2: [[2, 1]]})
+    me.add_peer(10, gw.address)
+    me.set_route(2, [10])
+    me.connect(10)
+    child.connect({10: gw.address}, {1: [10]})
+    assert child.recv() == "connected"
+    deadline = time.monotonic() + TIMEOUT
+    while gw.stats()["connections_open"] < 2:
+        assert time.monotonic() < deadline, "the endpoints never connected to the gateway"
+        time.sleep(0.01)
+    return me, child, gw
 

@@ -237,3 +237,179 @@ def test_a_frame_stalled_by_a_stopped_gateway_does_not_look_like_a_dead_one(
     log = b.take_log()
     assert not [line for line in log if "presumed dead" in line], \
         "endpoint 2 judged a live far gateway dead:\n" + "\n".join(log)
+
+
+
+def gateway_log(gw):
+    """The gateway daemon's log so far (its stderr file, which the fixture keeps)."""
+    gw.log.seek(0)
+    return gw.log.read().decode(errors="replace")
+
+
+def wait_for_log(gw, *texts):
+    """Wait until the gateway's log has a line with one of ``texts`` (the daemon moves its
+    engine's lines there every ``log_interval``); fail with the log if none comes."""
+    deadline = time.monotonic() + scaled(30)
+    while not any(text in gateway_log(gw) for text in texts):
+        assert time.monotonic() < deadline, f"no {texts} in the gateway's log:\n{gateway_log(gw)}"
+        time.sleep(0.05)
+
+
+def exchange_all(engines, size, tag):
+    """Every endpoint sends ``size`` bytes to every other one; all complete (else raise)."""
+    recvs = {(src.self_id, dst.self_id): dst.irecv(np.empty(size, dtype=np.uint8), src.self_id,
+                                                   tag=tag)
+             for dst in engines for src in engines if src is not dst}
+    sends = [src.isend(np.full(size, src.self_id, dtype=np.uint8), dst.self_id, tag=tag)
+             for src in engines for dst in engines if dst is not src]
+    for s in sends:
+        s.wait(scaled(60))
+    for (src, _), r in recvs.items():
+        assert r.wait(scaled(60)).source == src
+
+
+def two_sites(open_engine, gateway):
+    """Endpoints 1 and 2 on one site talk directly; endpoint 3 is reached over gateways 10
+    and 11, which route for all three. Return ({id: engine}, {id: gateway daemon})."""
+    engines = {i: open_engine(i) for i in (1, 2, 3)}
+    ends = {i: e.address for i, e in engines.items()}
+    gws = {gid: gateway(gid, peers=ends, routes={i: [[i, 1]] for i in ends}) for gid in (10, 11)}
+    for i, eng in engines.items():
+        for gid, gw in gws.items():
+            eng.add_peer(gid, gw.address)
+        for other in ends:
+            if other != i:
+                direct = {i, other} == {1, 2}
+                if direct:
+                    eng.add_peer(other, ends[other])
+                eng.set_route(other, [other] if direct else [10, 11])
+    return engines, gws
+
+
+@pytest.mark.parametrize("shm", ["0", "1"])
+def test_a_gateway_stopped_past_the_liveness_timeout_reports_no_live_endpoint_dead(
+        open_engine, gateway, shm, monkeypatch):
+    # Gateway 10 is stopped (SIGSTOP) past the endpoints' liveness timeout: they judge it
+    # silent, close their connections to it and go on over gateway 11. When it resumes it
+    # reads those closes, ends without BYE as when an endpoint dies. It must dial each
+    # endpoint back, find it alive and report nobody lost: else endpoint 2 hears that
+    # endpoint 1 is lost (their route is direct: no other gateway to try) and fails the
+    # receive from 1 it posted across the stop.
+    monkeypatch.setenv("COC_SHM", shm)
+    engines, gws = two_sites(open_engine, gateway)
+    big = 1 << 20       # rendezvous, striped over both gateways: 1, 2 and 3 dial both
+    exchange_all(list(engines.values()), big, tag=1)
+    assert all(gw.stats()["connections_open"] >= 3 for gw in gws.values())
+    across = {(src, dst): engines[dst].irecv(np.empty(64, dtype=np.uint8), src, tag=2)
+              for dst in engines for src in engines if src != dst}
+    stopped = gws[10]
+    os.kill(stopped.pid, signal.SIGSTOP)
+    try:
+        # every endpoint judges it (liveness timeout) and moves its routes to gateway 11
+        deadline = time.monotonic() + scaled(30)
+        while sum(e.stats()["failovers"] for e in engines.values()) < len(engines):
+            assert time.monotonic() < deadline, "the endpoints never judged the stopped gateway"
+            time.sleep(0.05)
+    finally:
+        os.kill(stopped.pid, signal.SIGCONT)
+    logs = {i: [] for i in engines}
+
+    def told():
+        """Log lines where an endpoint heard from a gateway that another one is lost."""
+        for i, e in engines.items():
+            logs[i] += e.take_log()
+        return [f"endpoint {i}: {line}" for i, log in logs.items() for line in log
+                if "reported by a gateway" in line or "cannot reach endpoint" in line]
+
+    # the resumed gateway reads the closes and dials every endpoint back
+    deadline = time.monotonic() + scaled(30)
+    while stopped.stats().get("peers_dialed_back", 0) < len(engines) and not told():
+        assert time.monotonic() < deadline, "the resumed gateway dialed nobody back:\n" + \
+            gateway_log(stopped)
+        time.sleep(0.05)
+    for src, dst in across:
+        engines[src].isend(np.full(64, src, dtype=np.uint8), dst, tag=2)
+    for (src, dst), r in across.items():
+        try:
+            assert r.wait(scaled(60)).source == src
+        except Exception:
+            told()
+            raise AssertionError("\n".join(f"{i}: {l}" for i, log in logs.items() for l in log))
+    exchange_all(list(engines.values()), big, tag=3)
+    assert not told(), "a live endpoint was reported lost:\n" + "\n".join(told())
+    # what the gateway sent on the connections it dialed was taken, though the endpoints
+    # had put it out of their routes: the PATH frames for the pairs that crossed it
+    assert any("reported through endpoint 10 " in line for log in logs.values() for line in log), \
+        logs
+    wait_for_log(stopped, "answers a new connection after its last one ended")
+
+
+def test_a_killed_endpoint_is_reported_lost_when_its_dial_back_is_refused(
+        idle_child_behind_gateway):
+    # Its gateway dials endpoint 2 back before reporting it; a dead process refuses the dial
+    # (nothing listens at its address), so the report comes at once, and endpoint 1's
+    # receive from 2 fails naming it.
+    me, child, gw = idle_child_behind_gateway
+    req = me.irecv(bytearray(8), 2)
+    child.proc.kill()
+    with pytest.raises(errors.PeerLost, match="endpoint 2"):
+        req.wait(scaled(30))
+    # refused, or (killed as the dial began) reset before its handshake
+    wait_for_log(gw, "cannot be dialed back", "does not answer a new connection")
+    assert gw.stats()["peers_dialed_back"] == 0
+
+
+def test_a_stopped_endpoint_is_reported_lost_when_its_dial_back_gets_no_answer(
+        idle_child_behind_gateway):
+    # Endpoint 2 is stopped (SIGSTOP): its gateway judges it silent (liveness timeout) and
+    # dials it back. Its kernel accepts the connection, but nobody answers the handshake:
+    # after the liveness bound, the gateway reports it lost after all, and endpoint 1's
+    # receive from 2 fails naming it.
+    me, child, gw = idle_child_behind_gateway
+    req = me.irecv(bytearray(8), 2)
+    os.kill(child.proc.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(errors.PeerLost, match="endpoint 2"):
+            req.wait(scaled(30))
+    finally:
+        os.kill(child.proc.pid, signal.SIGCONT)
+    wait_for_log(gw, "does not answer a new connection")
+    assert gw.stats()["peers_dialed_back"] == 0
+
+
+def test_a_near_gateway_stopped_and_resumed_reports_nothing_across_two_tiers(
+        open_engine, gateway, monkeypatch):
+    # Two tiers, 1 -> {ga1, ga2} -> {gb1, gb2} -> 2. Gateway ga1 is stopped past the
+    # liveness timeout: endpoint 1 and the far gateways judge it and route around it. When it
+    # resumes, it dials endpoint 1 back, finds it alive and tells endpoint 2 to send again
+    # (PATH, through a far gateway), not that 1 is lost: an ERROR would take a live far
+    # gateway out of 2's routes, or fail 2's receives once it has no other.
+    monkeypatch.setenv("COC_SHM", "0")
+    a, b, gws = build(open_engine, gateway, two_tier=True)
+    big = 1 << 20
+    exchange_all([a, b], big, tag=1)
+    across = b.irecv(np.empty(64, dtype=np.uint8), 1, tag=2)
+    stopped = gws["ga1"]
+    os.kill(stopped.pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + scaled(30)
+        while a.stats()["failovers"] < 1:
+            assert time.monotonic() < deadline, "endpoint 1 never judged the stopped gateway"
+            time.sleep(0.05)
+    finally:
+        os.kill(stopped.pid, signal.SIGCONT)
+    log = []
+
+    def told():
+        log.extend(b.take_log() + a.take_log())
+        return [line for line in log if "reported by a gateway" in line or "cannot reach" in line]
+
+    deadline = time.monotonic() + scaled(30)
+    while stopped.stats().get("peers_dialed_back", 0) < 1 and not told():
+        assert time.monotonic() < deadline, "the resumed gateway dialed nobody back:\n" + \
+            gateway_log(stopped)
+        time.sleep(0.05)
+    a.isend(np.full(64, 1, dtype=np.uint8), 2, tag=2)
+    assert across.wait(scaled(60)).source == 1
+    exchange_all([a, b], big, tag=3)
+    assert not told(), "\n".join(log)

@@ -188,22 +188,11 @@ def test_connect_needs_a_route(open_engine):
         me.connect(10)
 
 
-def test_gateway_reports_an_endpoint_that_dies_silently(open_engine, spawn, gateway):
+def test_gateway_reports_an_endpoint_that_dies_silently(idle_child_behind_gateway):
     # Endpoint 2 never sends a byte; connected to its gateway at start, its death is still
     # noticed there and reported to endpoint 1, whose receive from 2 fails instead of hanging.
-    me = open_engine(1)
-    child = spawn(2, "connect_and_idle", hop=10)
-    gw = gateway(10, peers={1: me.address, 2: child.address}, routes={1: [[1, 1]], 2: [[2, 1]]})
-    me.add_peer(10, gw.address)
-    me.set_route(2, [10])
-    me.connect(10)
+    me, child, _ = idle_child_behind_gateway
     req = me.irecv(bytearray(8), 2)
-    child.connect({10: gw.address}, {1: [10]})
-    assert child.recv() == "connected"
-    deadline = time.monotonic() + TIMEOUT
-    while gw.stats()["connections_open"] < 2:
-        assert time.monotonic() < deadline, "the endpoints never connected to the gateway"
-        time.sleep(0.01)
     child.proc.kill()
     with pytest.raises(errors.PeerLost, match="endpoint 2"):
         req.wait(TIMEOUT)

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import time
 from pathlib import Path
@@ -40,10 +41,12 @@ def _gateway_pids(agents):
     return found
 
 
-def _start(start_coc_run, tmp_path, seconds):
-    """Start the traffic job on two-sites-ha; return coc-run and {site: gateway pids}."""
-    proc = start_coc_run("--topology", "two-sites-ha", "-n", 4, TRAFFIC, "--pid-dir", tmp_path,
-                         "--seconds", seconds)
+def _start(start_coc_run, tmp_path, seconds, *options):
+    """Start the traffic job on two-sites-ha (coc-run ``options`` added); return coc-run and
+    {site: gateway pids}."""
+    tmp_path.mkdir(exist_ok=True)
+    proc = start_coc_run("--topology", "two-sites-ha", "-n", 4, *options, TRAFFIC,
+                         "--pid-dir", tmp_path, "--seconds", seconds)
     wait_for_files(tmp_path, 4)
     records = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
     agents = {r["agent"]: "a" if r["rank"] < 2 else "b" for r in records}
@@ -118,3 +121,38 @@ def test_verdict_is_fatal_when_the_last_member_goes():
     assert verdict.fatal
     assert "it was the only gateway between sites a and b; ranks 0-1 (site a) and ranks 2-3 " \
            "(site b) cannot reach each other; job stopped" in verdict.lines[0]
+
+
+
+def test_a_gateway_stopped_and_resumed_mid_job_reports_no_rank_lost(start_coc_run, tmp_path):
+    # Stopped past the liveness timeout, the gateway is judged silent and routed around;
+    # resumed, it finds its endpoints' connections closed. It dials them back and finds
+    # them alive: no rank hears that another one is lost (ranks of one site talk directly,
+    # with no other gateway to try), and the job ends with the right answers.
+    out_dir = tmp_path / "out"
+    proc, pids = _start(start_coc_run, tmp_path / "pids", 7, "--output-dir", out_dir)
+    time.sleep(0.5)
+    stopped = pids["a"][0]
+    os.kill(stopped, signal.SIGSTOP)
+    try:
+        time.sleep(2.5 * int(LIVENESS_MS) / 1000)
+    finally:
+        os.kill(stopped, signal.SIGCONT)
+    out, err = proc.communicate(timeout=scaled(90))
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"
+    lines = [(out_dir / f"rank.{r}.stdout").read_text() for r in range(4)]
+    assert all(line.strip().endswith(" 0 errors") for line in lines), lines
+    # the resumed gateway's log: every rank connection that ended without BYE was dialed
+    # back and answered (none "lost", unless the gateway cut it itself: a frame it was
+    # forwarding lost its sender, and that end sends PATH frames, not ERROR)
+    path, = [p for p in out_dir.glob("gateway.*.stderr")
+             if f"coc.gateway[{stopped}]" in p.read_text()]
+    log = path.read_text()
+    lost = [line for line in log.splitlines() if re.search(r"endpoint [0-3] \(.*\) lost: ", line)
+            and "the frame being forwarded lost its sender" not in line]
+    assert not lost, log
+    dialed = set(re.findall(r"endpoint ([0-3]) \(.*\) ended without BYE", log))
+    answered = set(re.findall(r"endpoint ([0-3]) answers a new connection", log))
+    assert dialed == answered, log
+    stats = json.loads(path.with_suffix(".stdout").read_text())["stats"]
+    assert stats["peers_dialed_back"] >= len(answered), stats

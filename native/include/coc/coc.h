@@ -396,6 +396,10 @@ typedef struct coc_stats {
     uint64_t socket_reads;          /* reads of a TCP or unix socket that brought bytes */
     uint64_t socket_writes;         /* sendmsg calls that wrote frames to a socket */
     uint64_t frames_held;           /* frames held by send coalescing (coc_engine_config) */
+
+    /* -- added in session 8: gateways (native/src/forward.c; append only) -- */
+    uint64_t peers_dialed_back;     /* endpoints whose connection ended without BYE that
+                                       answered a dial back: alive, not reported lost */
 } coc_stats;
 
 int coc_engine_stats(coc_engine *e, coc_stats *st);
