@@ -115,10 +115,14 @@ cdef class Direct:
 
     cdef object _stream(self, obj):
         """``pickling.stream(obj)``: the pickle of ``obj``, raising ``OutOfBand`` when it
-        holds a large buffer. One vectorcall of ``pickle.dumps`` with the keyword
-        ``buffer_callback`` named in a tuple made once: calling the ``functools.partial``
-        copies its keywords into a new dict at every message."""
+        holds a large buffer. Plain data is written by :func:`_plain_dumps`; anything else
+        by one vectorcall of ``pickle.dumps`` with the keyword ``buffer_callback`` named in
+        a tuple made once (calling the ``functools.partial`` copies its keywords into a
+        new dict at every message)."""
         cdef PyObject *args[4]
+        stream = _plain_dumps(obj)
+        if stream is not None:
+            return stream
         args[0] = NULL
         args[1] = <PyObject *>obj
         args[2] = <PyObject *>self._protocol
@@ -148,11 +152,15 @@ cdef class Direct:
         return self._translate(self._comm, exc)
 
     cdef object _object(self, Message m, c.coc_status *st):
-        """The object in message ``m`` (None: an empty message): a plain pickle here,
-        anything else by ``decode``."""
+        """The object in message ``m`` (None: an empty message): a plain pickle here (plain
+        data by :func:`_plain_loads`, the rest by ``pickle.loads``), anything else by
+        ``decode``."""
         if (m is not None and m._n and (<unsigned char *>m._p)[0] == 0x80
                 and self._unpickler["mode"] == "default"):
-            return self._loads(m)
+            obj = _plain_loads(<unsigned char *>m._p, m._n)
+            if obj is _NOT_PLAIN:
+                return self._loads(m)
+            return obj
         return self._decode(self._comm, m, _status(st))
 
     cdef int _send_now(self, Py_buffer *view, long dest, long tag,

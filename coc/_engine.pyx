@@ -36,6 +36,7 @@ from coc import errors as _errors
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "KEY_LEN", "Engine", "EngineRequest",
            "EngineStatus", "Message", "Direct", "BufferRequest", "wait_all", "test_all",
+           "plain_dumps", "plain_loads",
            "strerror", "error", "raise_for", "version",
            "selftest", "pair_key"]
 
@@ -1245,5 +1246,6 @@ cdef class Engine:
         return f"<coc._engine.Engine endpoint {self.self_id} {state}>"
 
 
+include "_plain.pxi"
 include "_direct.pxi"
 include "_request.pxi"
