@@ -255,6 +255,51 @@ cdef extern from "Python.h":
     PyObject *_False "Py_False"
     void _clear_error "PyErr_Clear"()
 
+cdef extern from "Python.h":
+    Py_ssize_t _str_length "PyUnicode_GET_LENGTH"(PyObject *o)
+    bint _str_ascii "PyUnicode_IS_ASCII"(PyObject *o)
+    void *_str_data "PyUnicode_DATA"(PyObject *o)
+
+from libc.string cimport memcmp
+
+cdef enum:
+    STR_CACHE = 128         # short ASCII strings the reader keeps (dict keys, mostly),
+    STR_CACHED_MAX = 24     # of at most this many bytes
+
+# The strings the reader made last, by a hash of their bytes: a message's keys ("step",
+# "name") are the last one's, and taking the same str object again spares decoding it and
+# hashing it when it becomes a key (a str's hash is kept in it). Owned references.
+cdef PyObject *_strings[STR_CACHE]
+
+
+cdef PyObject *_short_str(const unsigned char *s, Py_ssize_t size) noexcept:
+    """A new reference to the str of the ASCII bytes ``s`` (a cached one, or one made and
+    cached); the UTF-8 decoder's for anything else. NULL with an error set on failure."""
+    cdef size_t h = <size_t>size
+    cdef Py_ssize_t k
+    cdef unsigned char ascii = 0
+    cdef PyObject *o
+    if size > STR_CACHED_MAX:
+        return _new_str(<const char *>s, size, "surrogatepass")
+    for k in range(size):
+        h = h * 31 + s[k]
+        ascii |= s[k]
+    if ascii & 0x80:
+        return _new_str(<const char *>s, size, "surrogatepass")
+    h = (h ^ (h >> 7)) & (STR_CACHE - 1)
+    o = _strings[h]
+    if o != NULL and _str_length(o) == size and memcmp(_str_data(o), s, size) == 0:
+        _incref(o)
+        return o
+    o = _new_str(<const char *>s, size, "surrogatepass")
+    if o != NULL and _str_ascii(o):
+        if _strings[h] != NULL:
+            _decref(_strings[h])
+        _incref(o)
+        _strings[h] = o
+    return o
+
+
 cdef enum:
     PLAIN_STACK = 256       # objects the reader holds on its stack at most,
     PLAIN_MEMO = 256        # and in its memo (pickle.dumps memoizes every container and str)
@@ -350,7 +395,7 @@ cdef int _read(_Reader *r, const unsigned char *p, Py_ssize_t n, PyObject **out)
                 i += 4
             if size > n - i:
                 return READ_NOT
-            rc = _push(r, _new_str(<const char *>&p[i], size, "surrogatepass"))
+            rc = _push(r, _short_str(&p[i], size))
             i += size
         elif op == OP_MEMOIZE:
             if r.depth == 0 or r.nmemo == PLAIN_MEMO:

@@ -32,9 +32,6 @@ static void req_unlink_free(coc_engine *e, coc_request *r)
     free(r);
 }
 
-/* A message buffer: 64-byte aligned (copies into it run at full speed, see
- * docs/performance.md), never of 0 bytes; free() releases it. */
-
 static int self_send(coc_engine *e, coc_request *s, uint32_t ctx, int32_t tag, const void *buf,
                      size_t len)
 {

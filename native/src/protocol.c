@@ -30,9 +30,16 @@
 
 #include "engine.h"
 
+/* Small buffers come from plain malloc (16-byte aligned): aligned_alloc splits a larger
+ * chunk at every call, several times malloc's cost per small message, and copies of less
+ * than COC__BUF_ALIGNED_MIN bytes run as fast into either. */
+#define COC__BUF_ALIGNED_MIN 1024
+
 uint8_t *coc__buf_alloc(uint64_t size)
 {
-    return aligned_alloc(64, size ? (size + 63) & ~(uint64_t)63 : 64);
+    if (size < COC__BUF_ALIGNED_MIN)
+        return malloc(size < 64 ? 64 : size);
+    return aligned_alloc(64, (size + 63) & ~(uint64_t)63);
 }
 
 /* Give receive r (coc_irecv_alloc) its buffer for a message of total bytes: the exact

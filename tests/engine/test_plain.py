@@ -174,3 +174,13 @@ def test_long1_of_any_length_up_to_eight_bytes():
     for value in (0x7f, 0x80, -0x80, -0x81, 2**40, -2**40, 2**55 - 1, -2**55):
         stream = pickle.dumps(value, 5)
         assert plain_loads(stream) == value == pickle.loads(stream)
+
+
+def test_many_short_strings_each_read_as_itself():
+    """The reader keeps short ASCII strings by a hash of their bytes: strings that share a
+    slot, and strings longer or not ASCII, still arrive as themselves."""
+    words = [f"k{i}" for i in range(1000)] + ["", "x" * 24, "y" * 25, "é", "a\x00b"]
+    for chunk in range(0, len(words), 100):
+        some = words[chunk:chunk + 100]
+        assert plain_loads(plain_dumps(some)) == some
+    assert plain_loads(pickle.dumps(words[::-1], 5)) == words[::-1]
