@@ -53,7 +53,7 @@ cdef class Direct:
     cdef object _comm
     cdef object _cls
     cdef object _world
-    cdef dict _counters
+    cdef Counters _counters
     cdef tuple _ranks
     cdef dict _of_world
     cdef long _size
@@ -98,19 +98,13 @@ cdef class Direct:
 
         Whether ``target`` is on another site is read from :attr:`_foreign`, worked out
         again whenever the world's list of sites is another list (``init`` replaces it
-        once it has learnt where every rank runs): no attribute or string compared per
-        message."""
-        cdef dict c = self._counters
+        once it has learnt where every rank runs): no string compared per message."""
         cdef list sites = self._world.sites
-        c["messages"] += 1
-        c["bytes"] += nbytes
         if sites is not self._sites:
             site = self._world.site
             self._foreign = bytes([s != site for s in sites])
             self._sites = sites
-        if self._foreign[target]:
-            c["inter_site_messages"] += 1
-            c["inter_site_bytes"] += nbytes
+        self._counters.count(nbytes, self._foreign[target])
         return 0
 
     cdef object _stream(self, obj):

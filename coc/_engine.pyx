@@ -36,7 +36,7 @@ from coc import errors as _errors
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "KEY_LEN", "Engine", "EngineRequest",
            "EngineStatus", "Message", "Direct", "BufferRequest", "wait_all", "test_all",
-           "plain_dumps", "plain_loads",
+           "plain_dumps", "plain_loads", "Counters",
            "strerror", "error", "raise_for", "version",
            "selftest", "pair_key"]
 
@@ -1246,6 +1246,7 @@ cdef class Engine:
         return f"<coc._engine.Engine endpoint {self.self_id} {state}>"
 
 
+include "_counters.pxi"
 include "_plain.pxi"
 include "_direct.pxi"
 include "_request.pxi"

@@ -17,6 +17,7 @@ import time
 import warnings
 from typing import Any, Optional, TypedDict
 
+from coc._native import engine as native
 from coc.comm import port as engine_port
 from coc.comm import transport
 from coc.comm.communicator import Communicator
@@ -29,9 +30,9 @@ __all__ = ["World", "init", "finalize", "initialized", "Wtime", "Wtick", "counte
 
 #: This process's message counters: messages and bytes sent, those that crossed a site
 #: boundary (``inter_site_*``) and those sent through the site's MPI (``site_mpi_messages``).
-#: ``comm.stats()`` returns a copy.
-counters = {"messages": 0, "bytes": 0, "inter_site_messages": 0, "inter_site_bytes": 0,
-            "site_mpi_messages": 0}
+#: A mapping of those names to ints (C integers in the binding, which the fast path counts
+#: in); ``comm.stats()`` returns a copy as a dict.
+counters = native.Counters()
 
 #: Seconds :func:`finalize` waits for the other ranks before closing anyway.
 FINALIZE_TIMEOUT = float(os.environ.get("COC_FINALIZE_TIMEOUT", "60"))
