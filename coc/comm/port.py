@@ -123,6 +123,8 @@ class Port:
 
 #: A communicator's blocking point-to-point in the binding (:meth:`EngineLanes.direct_path`).
 Direct = native.Direct
+#: The message counters' type (``coc.comm.counters``): C integers the fast path counts in.
+Counters = native.Counters
 #: What the binding's fast path (``Direct``) needs of coc.comm, which it does not import.
 _DIRECT_HOOKS = {"translate": translate, "Status": Status, "decode": transport.decode_obj,
                  "protocol": pickling.PROTOCOL, "inband": pickling.keep_inband,

@@ -17,7 +17,6 @@ import time
 import warnings
 from typing import Any, Optional, TypedDict
 
-from coc._native import engine as native
 from coc.comm import port as engine_port
 from coc.comm import transport
 from coc.comm.communicator import Communicator
@@ -32,7 +31,7 @@ __all__ = ["World", "init", "finalize", "initialized", "Wtime", "Wtick", "counte
 #: boundary (``inter_site_*``) and those sent through the site's MPI (``site_mpi_messages``).
 #: A mapping of those names to ints (C integers in the binding, which the fast path counts
 #: in); ``comm.stats()`` returns a copy as a dict.
-counters = native.Counters()
+counters = engine_port.Counters()
 
 #: Seconds :func:`finalize` waits for the other ranks before closing anyway.
 FINALIZE_TIMEOUT = float(os.environ.get("COC_FINALIZE_TIMEOUT", "60"))
