@@ -1248,5 +1248,6 @@ cdef class Engine:
 
 include "_counters.pxi"
 include "_plain.pxi"
+include "_plain_read.pxi"
 include "_direct.pxi"
 include "_request.pxi"

@@ -40,7 +40,7 @@ static int self_send(coc_engine *e, coc_request *s, uint32_t ctx, int32_t tag, c
         coc__deliver(e, r, e->self, ctx, tag, buf, len, 0);
     } else {
         coc__umsg *u = calloc(1, sizeof *u);
-        uint8_t *data = coc__buf_alloc(len);
+        uint8_t *data = coc__held_alloc(len);
         if (!u || !data) {
             free(u);
             free(data);

@@ -30,16 +30,21 @@
 
 #include "engine.h"
 
-/* Small buffers come from plain malloc (16-byte aligned): aligned_alloc splits a larger
- * chunk at every call, several times malloc's cost per small message, and copies of less
- * than COC__BUF_ALIGNED_MIN bytes run as fast into either. */
-#define COC__BUF_ALIGNED_MIN 1024
-
 uint8_t *coc__buf_alloc(uint64_t size)
 {
-    if (size < COC__BUF_ALIGNED_MIN)
+    return aligned_alloc(64, size ? (size + 63) & ~(uint64_t)63 : 64);
+}
+
+/* A small held copy comes from plain malloc (16-byte aligned): aligned_alloc splits a
+ * larger chunk at every call, several times malloc's cost per small message, and copies
+ * of less than COC__HELD_ALIGNED_MIN bytes run as fast into either. */
+#define COC__HELD_ALIGNED_MIN 1024
+
+uint8_t *coc__held_alloc(uint64_t size)
+{
+    if (size < COC__HELD_ALIGNED_MIN)
         return malloc(size < 64 ? 64 : size);
-    return aligned_alloc(64, (size + 63) & ~(uint64_t)63);
+    return coc__buf_alloc(size);
 }
 
 /* Give receive r (coc_irecv_alloc) its buffer for a message of total bytes: the exact
@@ -314,7 +319,7 @@ static int eager_begin(coc__conn *c, const coc__hdr *h)
         c->sink_cap = r->len;
     } else {
         coc__umsg *u = calloc(1, sizeof *u);
-        uint8_t *data = coc__buf_alloc(h->total);
+        uint8_t *data = coc__held_alloc(h->total);
         if (!u || !data) {
             free(u);
             free(data);
