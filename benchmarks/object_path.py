@@ -20,13 +20,11 @@ other there (milliseconds per message), so ``--pin --only coc``.
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 
-from roundtrips import buffer_round_trip, object_round_trip
-from small_messages import _object
+from roundtrips import buffer_round_trip, object_round_trip, run_two_ranks
+from small_messages import _object, _pingpong
 
 PHASES = ("Send/Recv 8 B", "send/recv None", "send/recv 100-byte dict")
 TIMEOUT = 600
@@ -50,39 +48,10 @@ def rank_main(kind, rounds, count):
     out = {name: [] for name in PHASES}
     for r in range(rounds):
         for name in PHASES[r % 3:] + PHASES[:r % 3]:
-            body = bodies[name]
-            for _ in range(count // 10):
-                body()
-            comm.Barrier()
-            times = []
-            for _ in range(count):
-                t0 = wtime()
-                body()
-                times.append(wtime() - t0)
-            out[name].append(statistics.median(times) / 2)
+            out[name].append(_pingpong(comm, wtime, rank, peer, bodies[name], count))
     comm.Barrier()
     if rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
-
-
-def run_job(kind, rounds, count, pin):
-    """Run the two ranks of ``kind`` (coc or mpi); return ``{phase: [seconds per round]}``."""
-    from coc.pycommand import python_argv
-    me = [sys.executable, os.path.abspath(__file__), "--rank", kind, "--rounds", str(rounds),
-          "--count", str(count)]
-    if kind == "mpi":
-        cmd = [shutil.which("mpiexec") or "mpiexec", "-n", "2", *me]
-    else:
-        cmd = [*python_argv("coc.launcher.cli"), "--site", "a=2", "--timeout", str(TIMEOUT),
-               *me]
-    cmd = ["taskset", "-c", "0", *cmd] if pin else cmd
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 60,
-                          stdin=subprocess.DEVNULL)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise SystemExit(f"{kind} job failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n"
-                     f"{proc.stderr[-2000:]}")
 
 
 def report(kind, result):
@@ -111,7 +80,9 @@ def main(argv=None):
     with open("/proc/loadavg") as f:
         print(f"load average at start {f.read().split()[0]}")
     for kind in [args.only] if args.only else ["coc", "mpi"]:
-        report(kind, run_job(kind, args.rounds, args.count, args.pin))
+        me = [sys.executable, os.path.abspath(__file__), "--rank", kind, "--rounds",
+              str(args.rounds), "--count", str(args.count)]
+        report(kind, run_two_ranks(kind, me, args.pin, TIMEOUT))
     return None
 
 
