@@ -37,7 +37,7 @@ import sysconfig
 import time
 from functools import partial
 
-from roundtrips import buffer_round_trip, object_round_trip
+from roundtrips import buffer_round_trip, object_round_trip, result_of, run_two_ranks
 
 N = 1000
 WINDOW = 64
@@ -205,20 +205,7 @@ def rank_main(kind, calls, events, alone):
 def _job(kind, alone, calls, events):
     me = [sys.executable, os.path.abspath(__file__), "--rank", kind, "--calls", str(calls),
           "--events", ",".join(events or []), *(["--self"] if alone else [])]
-    if alone:
-        cmd = me
-    elif kind == "mpi":
-        cmd = [shutil.which("mpiexec") or "mpiexec", "-n", "2", *me]
-    else:
-        from coc.pycommand import python_argv
-        cmd = [*python_argv("coc.launcher.cli"), "--site", "a=2", "--timeout", "600", *me]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=660,
-                          stdin=subprocess.DEVNULL)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise SystemExit(f"{' '.join(cmd[:6])} failed (exit {proc.returncode}):\n"
-                     f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return result_of(me) if alone else run_two_ranks(kind, me)
 
 
 def _cell(row, key, digits=1):

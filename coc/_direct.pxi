@@ -40,8 +40,9 @@ cdef class Direct:
 
     ``hooks`` holds what the communicator's modules define (the binding imports none of
     them): ``translate(comm, exc)`` (engine errors naming ranks), ``Status``, ``decode``
-    (``decode(comm, message, status)``: any object message), ``dumps`` (an object's pickle,
-    raising ``OutOfBand`` for one that holds a large buffer), ``OutOfBand``, ``unpickler``
+    (``decode(comm, message, status)``: any object message), ``protocol`` and ``inband``
+    (an object's pickle is ``pickle.dumps(obj, protocol, buffer_callback=inband)``, which
+    raises ``OutOfBand`` for one that holds a large buffer), ``OutOfBand``, ``unpickler``
     (a dict whose ``"mode"`` is ``"default"`` when received pickles are plain ones), and
     ``OBJ``/``BUF`` (the context slots of objects and buffers), ``await`` (``await`` of
     a request: its ``__await__``).
@@ -52,7 +53,7 @@ cdef class Direct:
     cdef object _comm
     cdef object _cls
     cdef object _world
-    cdef dict _counters
+    cdef Counters _counters
     cdef tuple _ranks
     cdef dict _of_world
     cdef long _size
@@ -62,8 +63,12 @@ cdef class Direct:
     cdef object _translate
     cdef object _status_type
     cdef object _decode
-    cdef object _dumps
+    cdef object _pickle_dumps
+    cdef object _protocol
+    cdef object _inband
     cdef object _out_of_band
+    cdef list _sites        # the world's list of sites _foreign was worked out from
+    cdef bytes _foreign     # per world rank: 1 when it runs on another site
     cdef dict _unpickler
     cdef object _loads
     cdef object _awaiting
@@ -80,22 +85,44 @@ cdef class Direct:
         self._obj_ctx = comm._context + hooks["OBJ"]
         self._buf_ctx = comm._context + hooks["BUF"]
         self._translate, self._status_type = hooks["translate"], hooks["Status"]
-        self._decode, self._dumps = hooks["decode"], hooks["dumps"]
+        self._decode = hooks["decode"]
+        self._pickle_dumps, self._protocol = pickle.dumps, hooks["protocol"]
+        self._inband = hooks["inband"]
         self._out_of_band, self._unpickler = hooks["OutOfBand"], hooks["unpickler"]
         self._loads = pickle.loads
         self._awaiting = hooks["await"]
 
     cdef int _count(self, int target, Py_ssize_t nbytes) except -1:
         """Count one message to world rank ``target`` as ``World.count`` does, without its
-        Python frame (tests/comm/test_fast_path.py checks both paths count alike)."""
-        cdef dict c = self._counters
-        c["messages"] += 1
-        c["bytes"] += nbytes
-        world = self._world
-        if world.sites[target] != world.site:
-            c["inter_site_messages"] += 1
-            c["inter_site_bytes"] += nbytes
+        Python frame (tests/comm/test_fast_path.py checks both paths count alike).
+
+        Whether ``target`` is on another site is read from :attr:`_foreign`, worked out
+        again whenever the world's list of sites is another list (``init`` replaces it
+        once it has learnt where every rank runs): no string compared per message."""
+        cdef list sites = self._world.sites
+        if sites is not self._sites:
+            site = self._world.site
+            self._foreign = bytes([s != site for s in sites])
+            self._sites = sites
+        self._counters.count(nbytes, self._foreign[target])
         return 0
+
+    cdef object _stream(self, obj):
+        """``pickling.stream(obj)``: the pickle of ``obj``, raising ``OutOfBand`` when it
+        holds a large buffer. Plain data is written by :func:`_plain_dumps`; anything else
+        by one vectorcall of ``pickle.dumps`` with the keyword ``buffer_callback`` named in
+        a tuple made once (calling the ``functools.partial`` copies its keywords into a
+        new dict at every message)."""
+        cdef PyObject *args[4]
+        stream = _plain_dumps(obj)
+        if stream is not None:
+            return stream
+        args[0] = NULL
+        args[1] = <PyObject *>obj
+        args[2] = <PyObject *>self._protocol
+        args[3] = <PyObject *>self._inband
+        return PyObject_Vectorcall(self._pickle_dumps, &args[1],
+                                   2 | PY_VECTORCALL_ARGUMENTS_OFFSET, _CALLBACK_KEYWORD)
 
     cdef int _fill(self, object status, c.coc_status *st) except -1:
         """Fill the caller's ``status`` from ``st`` (its source as a rank)."""
@@ -119,11 +146,15 @@ cdef class Direct:
         return self._translate(self._comm, exc)
 
     cdef object _object(self, Message m, c.coc_status *st):
-        """The object in message ``m`` (None: an empty message): a plain pickle here,
-        anything else by ``decode``."""
+        """The object in message ``m`` (None: an empty message): a plain pickle here (plain
+        data by :func:`_plain_loads`, the rest by ``pickle.loads``), anything else by
+        ``decode``."""
         if (m is not None and m._n and (<unsigned char *>m._p)[0] == 0x80
                 and self._unpickler["mode"] == "default"):
-            return self._loads(m)
+            obj = _plain_loads(<unsigned char *>m._p, m._n)
+            if obj is _NOT_PLAIN:
+                return self._loads(m)
+            return obj
         return self._decode(self._comm, m, _status(st))
 
     cdef int _send_now(self, Py_buffer *view, long dest, long tag,
@@ -221,7 +252,7 @@ cdef class Direct:
         if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
             return self._cls.isend(self._comm, obj, dest, tag)
         try:
-            message = self._dumps(obj)
+            message = self._stream(obj)
         except self._out_of_band:
             return self._cls.isend(self._comm, obj, dest, tag)
         req = BufferRequest.__new__(BufferRequest)
@@ -253,7 +284,7 @@ cdef class Direct:
         if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
             return self._cls.send(self._comm, obj, dest, tag)
         try:
-            message = self._dumps(obj)
+            message = self._stream(obj)
         except self._out_of_band:
             return self._cls.send(self._comm, obj, dest, tag)
         PyObject_GetBuffer(message, &view, 0)
@@ -313,7 +344,7 @@ cdef class Direct:
             return self._cls.sendrecv(self._comm, sendobj, dest, sendtag, recvbuf, source,
                                       recvtag, status)
         try:
-            message = self._dumps(sendobj)
+            message = self._stream(sendobj)
         except self._out_of_band:
             return self._cls.sendrecv(self._comm, sendobj, dest, sendtag, recvbuf, source,
                                       recvtag, status)
@@ -348,7 +379,7 @@ cdef class Direct:
         """Start sending object ``obj`` as :meth:`post` does; False, having sent nothing,
         when it holds a large buffer (the general path sends those)."""
         try:
-            message = self._dumps(obj)
+            message = self._stream(obj)
         except self._out_of_band:
             return False
         return self.post(message, dest, tag, slot, pending)

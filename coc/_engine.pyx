@@ -14,6 +14,7 @@ cimport cython
 from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE,
                              PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer)
 from cpython.exc cimport PyErr_CheckSignals
+from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.errno cimport EACCES, EADDRINUSE
@@ -21,6 +22,11 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport getpid
 
 cimport coc._cengine as c
+
+cdef extern from "Python.h":
+    # Calls with keywords named in a tuple, no dict made per call (Python >= 3.9).
+    object PyObject_Vectorcall(object callable, PyObject **args, size_t nargsf, object kwnames)
+    size_t PY_VECTORCALL_ARGUMENTS_OFFSET
 
 import os
 import time
@@ -30,6 +36,7 @@ from coc import errors as _errors
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "MAX_TAG", "KEY_LEN", "Engine", "EngineRequest",
            "EngineStatus", "Message", "Direct", "BufferRequest", "wait_all", "test_all",
+           "plain_dumps", "plain_loads", "Counters",
            "strerror", "error", "raise_for", "version",
            "selftest", "pair_key"]
 
@@ -39,6 +46,8 @@ MAX_TAG = c.COC_MAX_TAG
 KEY_LEN = c.COC_KEY_LEN
 # size classes of set_route (None: both)
 _SIZE_CLASSES = {None: -1, "small": c.COC_CLASS_SMALL, "large": c.COC_CLASS_LARGE}
+# the keyword of Direct._stream's call of pickle.dumps
+cdef tuple _CALLBACK_KEYWORD = ("buffer_callback",)
 
 # A blocking call waits in slices this long with the GIL released, then checks signals,
 # so Ctrl-C interrupts a wait within a slice.
@@ -1237,5 +1246,8 @@ cdef class Engine:
         return f"<coc._engine.Engine endpoint {self.self_id} {state}>"
 
 
+include "_counters.pxi"
+include "_plain.pxi"
+include "_plain_read.pxi"
 include "_direct.pxi"
 include "_request.pxi"

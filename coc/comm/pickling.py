@@ -26,10 +26,13 @@ import pickle
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypedDict
 
-__all__ = ["INBAND_LIMIT", "ALLOCATION_FACTOR", "ALLOCATION_SLACK", "dumps", "loads",
-           "stream", "OutOfBand", "dumps_out_of_band", "restricting", "set_unpickler",
-           "unpickler_mode", "unpickler_state", "allowed_globals", "RestrictedUnpickler"]
+__all__ = ["PROTOCOL", "INBAND_LIMIT", "ALLOCATION_FACTOR", "ALLOCATION_SLACK", "dumps",
+           "loads", "stream", "keep_inband", "OutOfBand", "dumps_out_of_band", "restricting",
+           "set_unpickler", "unpickler_mode", "unpickler_state", "allowed_globals",
+           "RestrictedUnpickler"]
 
+#: The pickle protocol of every object message (5: buffers out of band).
+PROTOCOL = 5
 #: Out-of-band buffers smaller than this many bytes are kept inside the pickle stream.
 INBAND_LIMIT = 4096
 #: The restricted unpickler lets constructors it calls allocate at most this many times the
@@ -294,9 +297,10 @@ class OutOfBand(Exception):
     """The object holds a buffer to send out of band: :func:`stream` stops, use :func:`dumps`."""
 
 
-def _inband(pb: pickle.PickleBuffer) -> bool:
-    """``buffer_callback`` of :func:`stream`: keep small buffers in the stream, stop at a
-    large one (most objects hold none, and then this is never called at all)."""
+def keep_inband(pb: pickle.PickleBuffer) -> bool:
+    """``buffer_callback`` of :func:`stream` (and of the binding's fast path, which calls
+    ``pickle.dumps`` with it itself): keep small buffers in the stream, stop at a large one
+    (most objects hold none, and then this is never called at all)."""
     try:
         view = pb.raw()
     except BufferError:              # not contiguous: serialise in the stream
@@ -310,7 +314,7 @@ def _inband(pb: pickle.PickleBuffer) -> bool:
 #: :data:`INBAND_LIMIT` bytes or more; raises :class:`OutOfBand` when it holds one. The
 #: small-message path: one C call, no list or closure made (a partial, not a function,
 #: so no Python frame either).
-stream = functools.partial(pickle.dumps, protocol=5, buffer_callback=_inband)
+stream = functools.partial(pickle.dumps, protocol=PROTOCOL, buffer_callback=keep_inband)
 
 
 def dumps(obj: Any) -> tuple[bytes, list[memoryview]]:
@@ -350,7 +354,7 @@ def dumps_out_of_band(obj: Any) -> tuple[bytes, list[memoryview]]:
         buffers.append(view)
         return False
 
-    return pickle.dumps(obj, protocol=5, buffer_callback=keep), buffers
+    return pickle.dumps(obj, protocol=PROTOCOL, buffer_callback=keep), buffers
 
 
 def restricting() -> bool:

@@ -123,9 +123,12 @@ class Port:
 
 #: A communicator's blocking point-to-point in the binding (:meth:`EngineLanes.direct_path`).
 Direct = native.Direct
+#: The message counters' type (``coc.comm.counters``): C integers the fast path counts in.
+Counters = native.Counters
 #: What the binding's fast path (``Direct``) needs of coc.comm, which it does not import.
 _DIRECT_HOOKS = {"translate": translate, "Status": Status, "decode": transport.decode_obj,
-                 "dumps": pickling.stream, "OutOfBand": pickling.OutOfBand,
+                 "protocol": pickling.PROTOCOL, "inband": pickling.keep_inband,
+                 "OutOfBand": pickling.OutOfBand,
                  "unpickler": pickling.unpickler_state(), "OBJ": transport.OBJ,
                  "BUF": transport.BUF, "await": awaiting}
 # The fast path's requests are coc.comm's requests (isinstance), and waiting for a list of

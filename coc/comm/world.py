@@ -29,9 +29,9 @@ __all__ = ["World", "init", "finalize", "initialized", "Wtime", "Wtick", "counte
 
 #: This process's message counters: messages and bytes sent, those that crossed a site
 #: boundary (``inter_site_*``) and those sent through the site's MPI (``site_mpi_messages``).
-#: ``comm.stats()`` returns a copy.
-counters = {"messages": 0, "bytes": 0, "inter_site_messages": 0, "inter_site_bytes": 0,
-            "site_mpi_messages": 0}
+#: A mapping of those names to ints (C integers in the binding, which the fast path counts
+#: in); ``comm.stats()`` returns a copy as a dict.
+counters = engine_port.Counters()
 
 #: Seconds :func:`finalize` waits for the other ranks before closing anyway.
 FINALIZE_TIMEOUT = float(os.environ.get("COC_FINALIZE_TIMEOUT", "60"))

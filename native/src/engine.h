@@ -440,6 +440,8 @@ int coc__rdv_spent(coc_engine *e, uint64_t cookie);
 
 /* protocol.c: frames addressed to this endpoint, and the steps posting shares with them */
 uint8_t *coc__buf_alloc(uint64_t size);    /* 64-byte aligned, at least 64 bytes */
+uint8_t *coc__held_alloc(uint64_t size);   /* an unexpected message's copy: at least 64
+                                              bytes, 64-byte aligned from 1 KiB */
 /* receive r (coc_irecv_alloc) takes over unexpected eager message u's payload if it fits */
 void coc__adopt(coc_request *r, coc__umsg *u);
 void coc__fill_status(coc_request *r, uint32_t src, uint32_t ctx, int32_t tag, uint64_t total);

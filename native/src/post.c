@@ -32,9 +32,6 @@ static void req_unlink_free(coc_engine *e, coc_request *r)
     free(r);
 }
 
-/* A message buffer: 64-byte aligned (copies into it run at full speed, see
- * docs/performance.md), never of 0 bytes; free() releases it. */
-
 static int self_send(coc_engine *e, coc_request *s, uint32_t ctx, int32_t tag, const void *buf,
                      size_t len)
 {
@@ -43,7 +40,7 @@ static int self_send(coc_engine *e, coc_request *s, uint32_t ctx, int32_t tag, c
         coc__deliver(e, r, e->self, ctx, tag, buf, len, 0);
     } else {
         coc__umsg *u = calloc(1, sizeof *u);
-        uint8_t *data = coc__buf_alloc(len);
+        uint8_t *data = coc__held_alloc(len);
         if (!u || !data) {
             free(u);
             free(data);

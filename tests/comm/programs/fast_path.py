@@ -59,6 +59,28 @@ for n in (0, 1, pickling.INBAND_LIMIT - 1, pickling.INBAND_LIMIT, pickling.INBAN
         ok.equal(f"object {n} {name} status", (got_st.source, got_st.tag), (left, n % 50))
         ok.true(f"object {n} {name} count", got_st.count >= n)
 
+# Plain data (the binding writes and reads its pickle itself) and data it hands to pickle
+# (a shared list, a set, a subclass), both ways: the same objects and types arrive.
+shared = [rank]
+for obj in ({"step": 7, "ids": [1, 2], "v": -0.0, "t": (None, True, b"x", "é", 2**40)},
+            [shared, shared], {1, 2}, coc.Status(), "x" * 5000):
+    for name, send, recv in (("fast->general", comm.send, C.recv.__get__(comm)),
+                             ("general->fast", C.send.__get__(comm), comm.recv)):
+        if rank % 2 == 0 or size == 1:
+            send(obj, right, 21)
+            got = recv(source=left, tag=21)
+        else:
+            got = recv(source=left, tag=21)
+            send(obj, right, 21)
+        want = pickle.loads(pickle.dumps(obj))
+        if isinstance(want, list) and want == [[rank], [rank]]:
+            want = [[left], [left]]
+            ok.true(f"plain {name} shared", got[0] is got[1])
+        if isinstance(want, coc.Status):
+            got, want = status_of(got), status_of(want)
+        ok.equal(f"plain {name} {type(obj).__name__}", (type(got), repr(got)),
+                 (type(want), repr(want)))
+
 # sendrecv / Sendrecv both ways, ANY_SOURCE and ANY_TAG, statuses equal.
 for name, fn in (("fast", comm.sendrecv), ("general", C.sendrecv.__get__(comm))):
     st = coc.Status()
