@@ -54,7 +54,6 @@
 #define COC__CLOSE_LINGER_NS 5000000000LL /* close waits this long for queued frames to leave */
 
 /* Keys registered with the poller that are not connections. */
-#define COC__WAY_SAMPLES 16 /* waits per score of a way of waiting (wait.c) */
 #define COC__KEY_WAKE 1
 #define COC__KEY_TIMER 2
 #define COC__KEY_LISTEN_TCP 3
@@ -287,6 +286,21 @@ typedef struct coc__dest {
     coc__route *set;                   /* both routes as set, kept once a hop leaves one */
 } coc__dest;
 
+#define COC__WAY_SAMPLES 16 /* waits per score of a way of waiting (wait.c) */
+#define COC__WAIT_CLASSES 2 /* waits for small messages and for large ones choose apart (wait.c) */
+
+/* How one class of waits waits (wait.c, way_of and score): spin first or block at once,
+ * by the scores of their recent waits. */
+typedef struct coc__way_choice {
+    _Atomic int block_best;            /* blocking at once is the faster way to wait */
+    _Atomic uint64_t try_every;        /* slots between tries of the other way */
+    _Atomic uint64_t way_ns[2];        /* spinning's and blocking's scores, ns; 0: not known */
+    _Atomic uint32_t way_n[2];         /* waits sampled per way since its last score */
+    _Atomic uint32_t way_sample[2][COC__WAY_SAMPLES]; /* how long they took, ns */
+    uint64_t doubled_slot;             /* spin_lock: the slot whose try last doubled try_every */
+    uint64_t way_slot[2];              /* spin_lock: the slot of each way's last score */
+} coc__way_choice;
+
 struct coc_engine {
     coc_engine_config cfg;
     const coc__conn_calls *conn_calls; /* given to every connection (engine.c) */
@@ -312,13 +326,7 @@ struct coc_engine {
     _Atomic uint64_t spun_ns;          /* time waiters spent spinning */
     _Atomic uint64_t waits_contended;  /* spins cut short: another thread wanted the CPU */
     _Atomic uint64_t waits_unspun;     /* waits that did not spin: blocking was the faster way */
-    _Atomic int block_best;            /* blocking at once is the faster way to wait (wait.c) */
-    _Atomic uint64_t try_every;        /* slots between tries of the other way (wait.c) */
-    _Atomic uint64_t way_ns[2];        /* spinning's and blocking's scores, ns; 0: not known */
-    _Atomic uint32_t way_n[2];         /* waits sampled per way since its last score */
-    _Atomic uint32_t way_sample[2][COC__WAY_SAMPLES]; /* how long they took, ns */
-    uint64_t doubled_slot;             /* spin_lock: the slot whose try last doubled try_every */
-    uint64_t way_slot[2];              /* spin_lock: the slot of each way's last score */
+    coc__way_choice ways[COC__WAIT_CLASSES]; /* spin or block, per wait class (wait.c) */
     int cpus;                          /* CPUs this process may run on (spin: pinned or not) */
     int corking;                       /* plock: forwarded frames wait for coc__conn_uncork */
     _Atomic int ncorked;               /* lock (read unlocked by waits): connections in corked */

@@ -5,7 +5,8 @@
  * Waiting that fits the machine (issue 17; docs/engine.md, "Waiting"). A wait either spins
  * first or blocks at once, whichever way made this engine's waits end sooner lately (way_of,
  * score: medians of 16 waits per way; the other way is tried in 2 ms slots of the machine's
- * clock that every engine shares, so the two ends of a ping-pong try spinning together).
+ * clock that every engine shares, so the two ends of a ping-pong try spinning together;
+ * waits for large messages choose apart from the rest, wait_class).
  * A spin lasts the engine's adaptive budget, which follows twice the recent waits that
  * ended while spinning, the cap (spin_ns) after waits that blocked but ended within it
  * (they hold a wake-up: learning 0 from them locked two ranks into blocking), and decays
@@ -37,6 +38,7 @@
 #define YIELD_EVERY_NS 20000   /* a spinner with CPUs of its own yields this often (see spin) */
 #define POLITE_NS 100000000    /* after a peer answered in our yield, yield at every look this long */
 #define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
+#define WAIT_LARGE 65536     /* waits for more bytes than this choose their way apart */
 #define QUIET_LOOK_MS 1       /* the progress thread looks back this often while waiters hold pfd */
 /* Spinning is the faster way only when its waits end in less than SPIN_GAIN_NUM /
  * SPIN_GAIN_DEN of blocking's: at about the same speed blocking wins, since a spin's looks
@@ -306,14 +308,14 @@ static void learn(coc_engine *e, uint64_t waited, int spun)
  * spins too (a rank that spins alone waits for the peer's wake-up, and for its own time
  * slice when the peer was woken on its CPU), and a rank trying it alone would learn it
  * never pays. */
-static int way_of(coc_engine *e, uint64_t now)
+static int way_of(coc_engine *e, coc__way_choice *w, uint64_t now)
 {
     if (e->cfg.spin_ns <= 0)
         return 1;
     if (e->cfg.flags & COC_ENGINE_SPIN_ANY_LOAD)
         return 0;
-    uint64_t every = atomic_load_explicit(&e->try_every, memory_order_relaxed);
-    int best = atomic_load_explicit(&e->block_best, memory_order_relaxed);
+    uint64_t every = atomic_load_explicit(&w->try_every, memory_order_relaxed);
+    int best = atomic_load_explicit(&w->block_best, memory_order_relaxed);
     return (now / SLOT_NS) % (every ? every : TRY_MIN) == 0 ? !best : best;
 }
 
@@ -334,44 +336,44 @@ static int by_value(const void *a, const void *b)
  * not change the faster way makes tries rarer (doubling, up to TRY_MAX slots apart); a
  * change makes them frequent again (TRY_MIN).
  * Waits that ended at once, looks and timeouts are not scored. */
-static void score(coc_engine *e, int way, uint64_t start, uint64_t waited)
+static void score(coc_engine *e, coc__way_choice *w, int way, uint64_t start, uint64_t waited)
 {
     if (e->cfg.spin_ns <= 0 || (e->cfg.flags & COC_ENGINE_SPIN_ANY_LOAD))
         return;
-    uint32_t i = atomic_fetch_add_explicit(&e->way_n[way], 1, memory_order_relaxed);
+    uint32_t i = atomic_fetch_add_explicit(&w->way_n[way], 1, memory_order_relaxed);
     if (i >= COC__WAY_SAMPLES)
         return; /* another thread is scoring this way */
     uint32_t ns_waited = waited < UINT32_MAX ? (uint32_t)waited : UINT32_MAX;
-    atomic_store_explicit(&e->way_sample[way][i], ns_waited, memory_order_relaxed);
+    atomic_store_explicit(&w->way_sample[way][i], ns_waited, memory_order_relaxed);
     if (i != COC__WAY_SAMPLES - 1)
         return;
     uint32_t ns[COC__WAY_SAMPLES];
     for (unsigned k = 0; k < COC__WAY_SAMPLES; k++)
-        ns[k] = atomic_load_explicit(&e->way_sample[way][k], memory_order_relaxed);
-    atomic_store_explicit(&e->way_n[way], 0, memory_order_relaxed);
+        ns[k] = atomic_load_explicit(&w->way_sample[way][k], memory_order_relaxed);
+    atomic_store_explicit(&w->way_n[way], 0, memory_order_relaxed);
     qsort(ns, COC__WAY_SAMPLES, sizeof ns[0], by_value);
     uint64_t median = ns[COC__WAY_SAMPLES / 2] ? ns[COC__WAY_SAMPLES / 2] : 1;
     pthread_mutex_lock(&e->spin_lock);
     uint64_t slot = start / SLOT_NS;
-    uint64_t old = atomic_load_explicit(&e->way_ns[way], memory_order_relaxed);
-    int fresh = !old || slot > e->way_slot[way] + 1; /* the score of an earlier try is stale */
+    uint64_t old = atomic_load_explicit(&w->way_ns[way], memory_order_relaxed);
+    int fresh = !old || slot > w->way_slot[way] + 1; /* the score of an earlier try is stale */
     uint64_t now_ns = fresh ? median : (old + median) / 2;
-    atomic_store_explicit(&e->way_ns[way], now_ns, memory_order_relaxed);
-    e->way_slot[way] = slot;
-    uint64_t spin = atomic_load_explicit(&e->way_ns[0], memory_order_relaxed);
-    uint64_t block = atomic_load_explicit(&e->way_ns[1], memory_order_relaxed);
+    atomic_store_explicit(&w->way_ns[way], now_ns, memory_order_relaxed);
+    w->way_slot[way] = slot;
+    uint64_t spin = atomic_load_explicit(&w->way_ns[0], memory_order_relaxed);
+    uint64_t block = atomic_load_explicit(&w->way_ns[1], memory_order_relaxed);
     int best = block && (!spin || spin * SPIN_GAIN_DEN >= block * SPIN_GAIN_NUM);
-    int was = atomic_load_explicit(&e->block_best, memory_order_relaxed);
-    uint64_t every = atomic_load_explicit(&e->try_every, memory_order_relaxed);
+    int was = atomic_load_explicit(&w->block_best, memory_order_relaxed);
+    uint64_t every = atomic_load_explicit(&w->try_every, memory_order_relaxed);
     every = every ? every : TRY_MIN;
     if (best != was) {
-        atomic_store_explicit(&e->block_best, best, memory_order_relaxed);
+        atomic_store_explicit(&w->block_best, best, memory_order_relaxed);
         every = TRY_MIN;
-    } else if (way != best && slot != e->doubled_slot && every < TRY_MAX) {
-        e->doubled_slot = slot; /* a try confirmed the faster way: try less often */
+    } else if (way != best && slot != w->doubled_slot && every < TRY_MAX) {
+        w->doubled_slot = slot; /* a try confirmed the faster way: try less often */
         every *= 2;
     }
-    atomic_store_explicit(&e->try_every, every, memory_order_relaxed);
+    atomic_store_explicit(&w->try_every, every, memory_order_relaxed);
     pthread_mutex_unlock(&e->spin_lock);
 }
 
@@ -428,10 +430,21 @@ static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
 
 /* A wait that started at `start` the way `way` ended after `waited` ns, `spun`: while
  * spinning. */
-static void ended(coc_engine *e, int way, uint64_t start, uint64_t waited, int spun)
+static void ended(coc_engine *e, coc__way_choice *w, int way, uint64_t start, uint64_t waited,
+                  int spun)
 {
     learn(e, waited, spun);
-    score(e, way, start, waited);
+    score(e, w, way, start, waited);
+}
+
+/* The waits for a message of more than WAIT_LARGE bytes choose their way apart from the
+ * rest: such a wait lasts about as long spun or blocked (its bytes take the time), so
+ * their scores tie, and a short phase of small messages that came after them would
+ * inherit the way they left (the other way is tried only every 16 ms or more) instead of
+ * the one its own kind of wait chose before. */
+static coc__way_choice *wait_class(coc_request *r)
+{
+    return &r->e->ways[!r->alloc && r->len > WAIT_LARGE];
 }
 
 int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
@@ -455,10 +468,11 @@ int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     spin_goal g = {.r = r, .st = st};
     int busy = 0;
-    int way = way_of(e, start);
+    coc__way_choice *w = wait_class(r);
+    int way = way_of(e, w, start);
     if (spin(e, start, spin_budget(e, way), deadline, &g, &busy)) {
         count_wait(e, COC__WAIT_SPUN);
-        ended(e, way, start, coc__now_ns() - start, 1);
+        ended(e, w, way, start, coc__now_ns() - start, 1);
         return 0;
     }
     if (busy)
@@ -467,7 +481,7 @@ int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
     if (rc != 0) {
         if (rc > 0) {
             count_wait(e, COC__WAIT_POLLED);
-            ended(e, way, start, coc__now_ns() - start, 0);
+            ended(e, w, way, start, coc__now_ns() - start, 0);
             return 0;
         }
         learn(e, UINT64_MAX, 0);
@@ -476,7 +490,7 @@ int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)
     for (;;) {
         if (done(r, st)) {
             count_wait(e, COC__WAIT_SLEPT);
-            ended(e, way, start, coc__now_ns() - start, 0);
+            ended(e, w, way, start, coc__now_ns() - start, 0);
             return 0;
         }
         uint64_t now = coc__now_ns();
@@ -562,7 +576,7 @@ int coc_probe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, int6
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
     spin_goal g = {.source = source, .context = context, .tag = tag, .st = st};
     int busy = 0;
-    int found = spin(e, start, spin_budget(e, way_of(e, start)), deadline, &g, &busy);
+    int found = spin(e, start, spin_budget(e, way_of(e, &e->ways[0], start)), deadline, &g, &busy);
     if (found)
         return found;
     pthread_mutex_lock(&e->lock);

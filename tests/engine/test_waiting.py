@@ -28,10 +28,11 @@ def _delta(before, after, keys):
     return {k: after[k] - before[k] for k in keys}
 
 
-def _waits_for_late_messages(me, count):
-    """Wait ``count`` times for a message to itself that another thread sends a moment later."""
+def _waits_for_late_messages(me, count, capacity=8):
+    """Wait ``count`` times for a message to itself that another thread sends a moment later,
+    each received into a buffer of ``capacity`` bytes."""
     for i in range(count):
-        out = np.zeros(8, np.uint8)
+        out = np.zeros(capacity, np.uint8)
         request = me.irecv(out, me.self_id, tag=i)
         sender = threading.Thread(target=lambda i=i: (time.sleep(0.002),
                                                       me.isend(np.full(8, i, np.uint8),
@@ -159,3 +160,21 @@ def test_waits_that_spinning_cannot_shorten_block_at_once(open_engine):
     waits = _delta(before, me.stats(), (*ENDINGS, "waits_unspun"))
     assert sum(waits[k] for k in ENDINGS) == 80
     assert waits["waits_unspun"] >= 60, waits  # the rest: the spinning way's rare tries
+
+
+def test_waits_for_large_messages_choose_their_way_apart(open_engine):
+    """A wait for more than 64 KiB lasts about as long spun or blocked, so its way is chosen
+    apart from the small waits' (docs/engine.md, "Waiting"): the small waits here settle on
+    blocking at once, and the first waits into 128 KiB buffers still spin first, as an
+    engine's waits start (blocking is tried in one 2 ms slot in eight). Sharing one choice,
+    they blocked at once from the first."""
+    me = open_engine(1, spin_ns=200_000)
+    _waits_for_late_messages(me, 240)          # the small waits settle on blocking
+    before = me.stats()
+    _waits_for_late_messages(me, 16, capacity=128 << 10)
+    waits = _delta(before, me.stats(), (*ENDINGS, "waits_unspun"))
+    assert sum(waits[k] for k in ENDINGS) == 16
+    assert waits["waits_unspun"] <= 8, waits   # the rest: blocking's tries
+    before = me.stats()
+    _waits_for_late_messages(me, 40)           # and the small waits kept their choice
+    assert _delta(before, me.stats(), ("waits_unspun",))["waits_unspun"] >= 30
