@@ -319,7 +319,8 @@ int coc_probe(coc_engine *e, int32_t source, uint32_t context, int32_t tag, int6
  * Post a receive like coc_irecv, but without a buffer: when it matches, the engine
  * allocates one of the message's exact size (64-byte aligned). A message above max bytes
  * completes with COC_ETRUNC, status.count its full size, and its first max bytes. An eager
- * message that waited in the unexpected queue is handed over as it is, without a copy.
+ * message that waited in the unexpected queue is handed over as it is, without a copy
+ * (64-byte aligned from 1 KiB on; a smaller one 16-byte aligned, as malloc's).
  * Matching, ordering, cancel and failures are those of coc_irecv. After completion,
  * coc_request_take_buffer() hands the buffer to the caller; one not taken is freed with
  * the request. Lets a layer above receive a message of unknown size in one step, without
