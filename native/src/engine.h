@@ -75,7 +75,8 @@ typedef struct coc__conn_calls {
                                           started, 1 paused on a full window, <0 error */
     void (*on_forward_bytes)(coc__conn *c, const uint8_t *src, size_t n);
     /* send path (lock) */
-    void (*on_forward_written)(coc__conn *out, coc__item *it); /* a forwarded item left */
+    void (*on_forward_written)(coc__conn *out, coc__item *it); /* a forwarded item left:
+                                          it takes the item (forward.c recycles it) */
     /* a STREAM item of send s died with its connection: its receiver must hear */
     void (*on_stream_failed)(coc_engine *e, coc_request *s, uint64_t rcookie);
     /* the end (plock + lock): before its queue is dropped (returns 1 when the routes
@@ -365,6 +366,8 @@ struct coc_engine {
     coc_stats stats;
     char log[COC__LOG_LINES][COC__LOG_LINE];
     size_t log_head, log_count;
+    void *fwd_items;                   /* free forwarding items (forward.c), linked through their
+                                        * first bytes; pool_bytes counts them too */
 };
 
 /* engine.c */
@@ -527,7 +530,7 @@ void coc__forward_opened(coc__conn *c);                              /* lock: au
 /* c ended and is an endpoint's: its end is no verdict yet, the gateway dials it back */
 int coc__forward_dials_back(const coc_engine *e, const coc__conn *c);
 void coc__forward_resume(coc_engine *e);                              /* plock: restart paused */
-void coc__forward_done(coc__conn *out, coc__item *it);               /* lock: item written */
+void coc__forward_done(coc__conn *out, coc__item *it); /* lock: item written or dropped; takes it */
 void coc__pool_free(coc_engine *e);                                   /* at close */
 
 #endif
