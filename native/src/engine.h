@@ -244,6 +244,11 @@ struct coc__conn {
     /* record layer (record.h): set at the proof on a TCP connection whose connector asked */
     coc__rec *rec;
     uint32_t wire;                     /* acceptor: its own COC_WIRE_* for the peer (hello) */
+    /* gateway (forward.c, plock + lock): the last next hop of a frame read here that is
+     * not DATA, kept while the routes stay as they were (coc__route_gen) */
+    uint64_t fwd_gen;                  /* coc__route_gen() when chosen; 0: none */
+    uint32_t fwd_source, fwd_dest;
+    struct coc__peer *fwd_peer;        /* the hop (peers are freed only with the engine) */
 };
 
 typedef struct coc__peer {

@@ -182,6 +182,49 @@ static uint32_t next_data_hop(coc__route *large, uint32_t len, uint32_t from)
     return from; /* only the way back: dropped and reported as no route */
 }
 
+/* A frame that is not DATA takes the hop its (source, destination) pair picks, which only
+ * a route change moves: the connection it came in on remembers the last pair's hop, and
+ * its next frame of that pair (a ping-pong's every frame) skips the two map look-ups and
+ * the pick. The remembered hop holds while no route was made since, and its frames go on
+ * the connection its peer entry names (the one coc__conn_to returns) while that lives. */
+static coc__conn *remembered_out(coc__conn *c, const coc__hdr *h)
+{
+    if (h->type == COC__DATA || c->fwd_gen != coc__route_gen() || c->fwd_source != h->source ||
+        c->fwd_dest != h->dest || !c->fwd_peer->conn_key)
+        return NULL;
+    coc__conn *out = coc__conn_get(c->e, c->fwd_peer->conn_key);
+    return out && out->state != COC__CS_DEAD ? out : NULL;
+}
+
+static void remember_out(coc__conn *c, const coc__hdr *h, uint32_t hop)
+{
+    coc__peer *p = h->type == COC__DATA ? NULL : coc__map_get(&c->e->peers, hop);
+    c->fwd_gen = p ? coc__route_gen() : 0;
+    c->fwd_source = h->source;
+    c->fwd_dest = h->dest;
+    c->fwd_peer = p;
+}
+
+/* lock: the connection to the next hop of frame h read from c, connecting if needed and
+ * moving off hops that cannot be reached; NULL (rc set) when there is none. */
+static coc__conn *next_hop(coc__conn *c, const coc__hdr *h, int *rc)
+{
+    coc_engine *e = c->e;
+    coc__dest *d = coc__map_get(&e->dests, h->dest);
+    for (;;) {
+        coc__route *r = d ? &d->route[h->type == COC__DATA ? COC_CLASS_LARGE : COC_CLASS_SMALL] : NULL;
+        uint32_t hop = !r ? 0
+                       : h->type == COC__DATA ? next_data_hop(r, h->len, c->peer_id)
+                       : coc__route_pick(r, h->source, h->dest);
+        coc__conn *out = d && hop != c->peer_id ? coc__conn_to(e, hop, rc) : NULL;
+        if (out)
+            remember_out(c, h, hop);
+        if (out || !d || hop == c->peer_id || hop == h->dest || *rc == COC_ENOROUTE || r->n < 2)
+            return out;
+        coc__rel_reroute(e, hop, coc_strerror(*rc), 1); /* cannot reach it: as good as dead */
+    }
+}
+
 int coc__forward_begin(coc__conn *c)
 {
     coc_engine *e = c->e;
@@ -191,18 +234,9 @@ int coc__forward_begin(coc__conn *c)
     pthread_mutex_lock(&e->lock);
     c->rfwd = NULL;
     c->rfwd_out = NULL;
-    coc__dest *d = coc__map_get(&e->dests, h->dest);
-    coc__conn *out = NULL;
-    for (;;) {
-        coc__route *r = d ? &d->route[h->type == COC__DATA ? COC_CLASS_LARGE : COC_CLASS_SMALL] : NULL;
-        uint32_t hop = !r ? 0
-                       : h->type == COC__DATA ? next_data_hop(r, h->len, c->peer_id)
-                       : coc__route_pick(r, h->source, h->dest);
-        out = d && hop != c->peer_id ? coc__conn_to(e, hop, &rc) : NULL;
-        if (out || !d || hop == c->peer_id || hop == h->dest || rc == COC_ENOROUTE || r->n < 2)
-            break;
-        coc__rel_reroute(e, hop, coc_strerror(rc), 1); /* cannot reach it: as good as dead */
-    }
+    coc__conn *out = remembered_out(c, h);
+    if (!out)
+        out = next_hop(c, h, &rc);
     if (!out) {
         error_back(e, c, h, rc == COC_ENOROUTE ? COC_ENOROUTE : COC_EPEERLOST);
         pthread_mutex_unlock(&e->lock);

@@ -48,5 +48,8 @@ uint32_t coc__route_pick(const coc__route *r, uint32_t source, uint32_t dest);
 size_t coc__route_stripe(coc__route *r, uint64_t bytes);
 /* Is `hop` one of r's hops? */
 int coc__route_has(const coc__route *r, uint32_t hop);
+/* A number that changes whenever any route is made (set or rebuilt, in any engine of the
+ * process): a next hop remembered with it holds while it stays the same. Never 0. */
+uint64_t coc__route_gen(void);
 
 #endif
