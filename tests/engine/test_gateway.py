@@ -182,6 +182,47 @@ def test_gateway_reuses_its_forwarding_buffers(open_engine, spawn, gateway):
     assert faults < (size * count // 4096) // 10, f"{faults} page faults for {count} messages"
 
 
+def test_gateway_forwards_frames_around_its_inline_size(open_engine, spawn, gateway):
+    # A forwarded frame of up to 448 bytes (header included) travels in its item, a larger
+    # one in a pooled buffer (forward.c): both sides of that line, and the largest eager
+    # frame, arrive intact, the buffers recycled in between.
+    sizes = [383, 384, 385, 4032, 4033, 10, 384, EAGER, 385, 0] * 3
+    me = open_engine(1, eager_limit=EAGER)
+    child = spawn(2, "echo", peer=1, count=len(sizes), engine_kwargs={"eager_limit": EAGER})
+    gw = gateway(10, peers={1: me.address, 2: child.address}, routes={1: [[1, 1]], 2: [[2, 1]]})
+    me.add_peer(10, gw.address)
+    me.set_route(2, [10])
+    child.connect({10: gw.address}, {1: [10]})
+    _round_trips(me, 2, sizes)
+    assert child.result() == len(sizes)
+    assert gw.stats()["frames_forwarded"] >= 2 * len(sizes)
+
+
+def test_gateway_follows_a_route_change_at_once(open_engine, spawn, gateway):
+    # A gateway remembers the next hop of the last (source, destination) pair it forwarded
+    # (forward.c); a route set afterwards must move that pair's very next frame: the
+    # frames of 1 -> 2 cross g2 until g1's route says g3, then g3 only.
+    first, then = 20, 20
+    me = open_engine(1)
+    child = spawn(2, "echo", peer=1, count=first + then)
+    g2 = gateway(11, peers={2: child.address}, routes={2: [[2, 1]]})
+    g3 = gateway(12, peers={2: child.address}, routes={2: [[2, 1]]})
+    g1 = gateway(10, peers={1: me.address, 11: g2.address, 12: g3.address},
+                 routes={1: [[1, 1]], 2: [[11, 1]]})
+    me.add_peer(10, g1.address)
+    me.set_route(2, [10])
+    child.connect({10: g1.address}, {1: [10]})  # the echoes come back through g1 directly
+    _round_trips(me, 2, [8] * first)
+    before = [gw.stats()["frames_forwarded"] for gw in (g2, g3)]
+    assert before[0] >= first and before[1] == 0, before
+    g1.update(routes={2: [[12, 1]]})
+    _round_trips(me, 2, [8] * then)
+    after = [gw.stats()["frames_forwarded"] for gw in (g2, g3)]
+    assert child.result() == first + then
+    assert after[0] == before[0], f"frames still crossed the old hop: {before} -> {after}"
+    assert after[1] >= then, after
+
+
 def test_connect_needs_a_route(open_engine):
     me = open_engine(1)
     with pytest.raises(errors.NoRouteError):
