@@ -18,7 +18,7 @@
 
 #define IOV_MAX_BATCH 64 /* iovecs per sendmsg: 32 frames of an endpoint, 64 forwarded */
 
-static void arm_timer(coc_engine *e, uint64_t due)
+void coc__conn_arm_timer(coc_engine *e, uint64_t due)
 {
     if (e->timer_due && e->timer_due <= due)
         return;
@@ -261,7 +261,7 @@ void coc__conn_flush(coc__conn *c)
                 if (!now)
                     now = coc__now_ns();
                 if (it->due_ns > now) {
-                    arm_timer(e, it->due_ns);
+                    coc__conn_arm_timer(e, it->due_ns);
                     break;
                 }
             }
@@ -391,7 +391,7 @@ static int hold(coc__conn *c)
         e->corked[e->ncorked++] = c;
     }
     c->held_since = now;
-    arm_timer(e, now + HOLD_TIMER * e->hold_ns);
+    coc__conn_arm_timer(e, now + HOLD_TIMER * e->hold_ns);
     return 1;
 }
 

@@ -423,6 +423,8 @@ int coc__conn_parse(coc__conn *c);                                  /* plock: pa
 int coc__conn_unpause(coc__conn *c);                                /* plock: retry a paused frame */
 void coc__conn_set_in(coc__conn *c, int on);                        /* lock */
 void coc__conn_flush_delayed(coc_engine *e);                        /* lock */
+/* lock: the delay timer (COC__KEY_TIMER) fires at `due` (CLOCK_MONOTONIC ns) or earlier */
+void coc__conn_arm_timer(coc_engine *e, uint64_t due);
 void coc__conn_sweep(coc_engine *e);                                /* plock + lock: handshake deadlines */
 void coc__conn_poll_rings(coc_engine *e);                           /* plock: read what rings hold */
 /* plock: nobody will poll the rings for a while: ask writers to ring the doorbell (on = 1;

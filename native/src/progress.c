@@ -39,7 +39,11 @@ void coc__drain(int fd)
 
 /* Housekeeping's clock. Its periods are a tenth of a second and more, and it runs every
  * round (a gateway: once per frame forwarded), so the coarse clock does: a read costs
- * ~8 ns here against ~49 for CLOCK_MONOTONIC (coc__now_ns). */
+ * ~8 ns here against ~49 for CLOCK_MONOTONIC (coc__now_ns). It lags by up to a tick, so
+ * a look that a fine-clock timeout brought back one period later may see a little less
+ * than the period pass: COARSE_SLACK_NS (a tick at HZ 100) counts as passed. */
+#define COARSE_SLACK_NS 10000000ull
+
 static uint64_t coarse_ns(void)
 {
     struct timespec ts;
@@ -50,8 +54,9 @@ static uint64_t coarse_ns(void)
 static void housekeeping(coc_engine *e)
 {
     uint64_t now = e->nhandshaking || e->liveness_ns ? coarse_ns() : 0;
-    int sweep = e->nhandshaking && now - e->last_sweep_ns > HOUSEKEEPING_MS * 1000000ull;
-    int ping = e->liveness_ns && now - e->last_ping_ns > e->liveness_ns / 4;
+    uint64_t ahead = now + COARSE_SLACK_NS;
+    int sweep = e->nhandshaking && ahead - e->last_sweep_ns > HOUSEKEEPING_MS * 1000000ull;
+    int ping = e->liveness_ns && ahead - e->last_ping_ns > e->liveness_ns / 4;
     /* what others leave here (dead connections, resumed ones) is read without the lock
      * as a hint: they set it under the lock and then wake this thread (coc__wake), so a
      * round that misses it is followed by one that sees it */
@@ -152,6 +157,23 @@ static int idle_timeout_ms(const coc_engine *e)
     return e->liveness_ns ? (int)(e->liveness_ns / 4000000u) + 1 : -1;
 }
 
+/* How long a gateway's progress thread may wait in the poller. A wait with a timeout sets
+ * and cancels a kernel timer every time, once per frame forwarded (~90 ns of the gateway's
+ * kernel time, perf); so while no handshake is under way, housekeeping's next look comes
+ * from the delay timer (armed again after each firing) and the wait has none. */
+static int gateway_timeout_ms(coc_engine *e)
+{
+    int ms = idle_timeout_ms(e);
+    if (ms < 0 || e->nhandshaking)
+        return ms;
+    if (!__atomic_load_n(&e->timer_due, __ATOMIC_RELAXED)) { /* fired (or never armed) */
+        pthread_mutex_lock(&e->lock);
+        coc__conn_arm_timer(e, coc__now_ns() + (uint64_t)ms * 1000000u);
+        pthread_mutex_unlock(&e->lock);
+    }
+    return -1;
+}
+
 /* The progress thread is about to sleep: coc__going_idle with the token (1: do not sleep).
  * Without rings there is nothing to ask doorbells for, and the token is not taken: an
  * endpoint's waiter holds it while it blocks in the poller, and queueing for it cost a
@@ -176,7 +198,7 @@ void *coc__progress_main(void *arg)
         if (e->forward) {
             /* a gateway: wait on the sockets themselves, one system call less per frame */
             coc__event ev[64];
-            int n = coc__poll_wait(e->pfd, ev, 64, going_idle(e) ? 0 : idle_timeout_ms(e));
+            int n = coc__poll_wait(e->pfd, ev, 64, going_idle(e) ? 0 : gateway_timeout_ms(e));
             pthread_mutex_lock(&e->plock);
             handle(e, ev, n);
             pthread_mutex_unlock(&e->plock);
