@@ -414,16 +414,26 @@ void coc__conn_push(coc__conn *c, coc__item *it)
         coc__conn_flush(c);
 }
 
+/* A payload up to this size is written joined to its header on a plain socket: one
+ * buffer, so `send`, and no vector for the kernel to copy in (conn_tx.c, tx_bytes). */
+#define JOIN_MAX 512
+
 int coc__conn_send(coc__conn *c, const coc__hdr *h, const void *payload, coc_request *req)
 {
-    uint8_t hdr[COC__HDR_LEN];
+    uint8_t hdr[COC__HDR_LEN + JOIN_MAX]; /* the header, and a joined payload */
     size_t off = 0;
     coc__hdr_encode(h, hdr);
     int held = hold(c);
     if (!held && c->state == COC__CS_OPEN && !c->queue.head && !c->delay_ns && c->hs_off == c->hs_len) {
         /* fast path: nothing queued, write from the caller's thread */
         struct iovec iov[2] = {{hdr, COC__HDR_LEN}, {(void *)payload, h->len}};
-        ssize_t n = tx_bytes(c, iov, h->len ? 2 : 1);
+        int cnt = h->len ? 2 : 1;
+        if (cnt == 2 && h->len <= JOIN_MAX && !c->rec && !on_ring(c)) {
+            memcpy(hdr + COC__HDR_LEN, payload, h->len);
+            iov[0].iov_len += h->len;
+            cnt = 1;
+        }
+        ssize_t n = tx_bytes(c, iov, cnt);
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             coc__conn_fail(c, -errno, "write failed");
             return COC_EPEERLOST;
