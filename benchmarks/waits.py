@@ -92,7 +92,7 @@ def _syscalls(path):
 
 
 SYSCALLS = ("futex", "epoll_wait", "epoll_pwait", "epoll_ctl", "sched_yield", "read", "write",
-            "sendmsg", "recvmsg", "writev", "readv")
+            "sendmsg", "recvmsg", "writev", "readv", "sendto", "recvfrom")
 
 
 def _perf_counts(path):
