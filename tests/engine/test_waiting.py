@@ -3,6 +3,7 @@
 No timing is asserted: the counts say which way each wait went, whatever the machine's load.
 """
 
+import os
 import select
 import threading
 import time
@@ -146,13 +147,23 @@ def test_the_progress_thread_takes_the_sockets_back_when_waits_stop(open_engine,
         assert readable and request.done
 
 
-def test_waits_that_spinning_cannot_shorten_block_at_once(open_engine):
-    """Spinning is the faster way only when it beats blocking by a margin (docs/engine.md,
-    "Waiting"): when every message comes a fixed pause after the wait began (an answer
-    through gateways, pinned to one CPU, comes after their work whatever the waiter
-    does), both ways end their waits at about the same time, and the engine settles on
-    blocking at once. With the margin gone, the choice followed noise and a share of
-    the waits kept spinning in vain."""
+@pytest.fixture
+def one_cpu():
+    """Pin this thread (and the threads it starts: an engine's, the senders) to one CPU,
+    as ``taskset -c`` pins a rank; the engine reads its CPUs when it opens."""
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    yield
+    os.sched_setaffinity(0, cpus)
+
+
+def test_waits_that_spinning_cannot_shorten_block_at_once(one_cpu, open_engine):
+    """Pinned to one CPU, spinning is the faster way only when it beats blocking by a
+    margin (docs/engine.md, "Waiting"): when every message comes a fixed pause after the
+    wait began (an answer through gateways, pinned to one CPU, comes after their work
+    whatever the waiter does), both ways end their waits at about the same time, and the
+    engine settles on blocking at once. With the margin gone, the choice followed noise
+    and a share of the waits kept spinning in vain."""
     me = open_engine(1, spin_ns=200_000)
     _waits_for_late_messages(me, 240)          # both ways scored, the choice made
     before = me.stats()
@@ -162,10 +173,10 @@ def test_waits_that_spinning_cannot_shorten_block_at_once(open_engine):
     assert waits["waits_unspun"] >= 60, waits  # the rest: the spinning way's rare tries
 
 
-def test_waits_for_large_messages_choose_their_way_apart(open_engine):
+def test_waits_for_large_messages_choose_their_way_apart(one_cpu, open_engine):
     """A wait for more than 64 KiB lasts about as long spun or blocked, so its way is chosen
-    apart from the small waits' (docs/engine.md, "Waiting"): the small waits here settle on
-    blocking at once, and the first waits into 128 KiB buffers still spin first, as an
+    apart from the small waits' (docs/engine.md, "Waiting"): the small waits here (pinned,
+    answers 2 ms late: a tie, which blocking wins) settle on blocking at once, and the first waits into 128 KiB buffers still spin first, as an
     engine's waits start (blocking is tried in one 2 ms slot in eight). Sharing one choice,
     they blocked at once from the first."""
     me = open_engine(1, spin_ns=200_000)
