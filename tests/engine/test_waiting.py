@@ -3,6 +3,7 @@
 No timing is asserted: the counts say which way each wait went, whatever the machine's load.
 """
 
+import os
 import select
 import threading
 import time
@@ -178,3 +179,34 @@ def test_waits_for_large_messages_choose_their_way_apart(open_engine):
     before = me.stats()
     _waits_for_late_messages(me, 40)           # and the small waits kept their choice
     assert _delta(before, me.stats(), ("waits_unspun",))["waits_unspun"] >= 30
+
+
+def test_a_pinned_spinner_reads_the_answer_without_the_poller(open_engine, spawn, monkeypatch):
+    """Pinned to one CPU (both ends), a spinner yields before it asks the sockets, and
+    after a yield that ran other work (the peer, answering) it reads the connection the
+    last frame came on, one read instead of an epoll_wait and a read (docs/engine.md,
+    "Waiting"): ``reads_unpolled`` counts those reads. Waits are forced to spin
+    (``COC_SPIN_LOAD=ignore``); every message comes back whole."""
+    monkeypatch.setenv("COC_SPIN_LOAD", "ignore")
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(saved)})   # the engine and the spawned peer see one CPU
+    try:
+        kwargs = {"shm": False, "spin_ns": 200_000}
+        me = open_engine(1, **kwargs)
+        count = 300
+        child = spawn(2, "echo_after", peer=1, count=count, pauses=(0.0,),
+                      engine_kwargs=kwargs)
+        me.add_peer(2, child.address)
+        me.set_route(2, [2])
+        child.connect({1: me.address}, {1: [1]})
+        before = me.stats()
+        for seq in range(count):
+            data, out = engine_peers.payload(seq, 8), np.zeros(8, np.uint8)
+            r = me.irecv(out, 2, tag=seq)
+            me.isend(data, 2, tag=seq).wait(TIMEOUT)
+            assert r.wait(TIMEOUT).count == 8 and (out == data).all()
+        assert child.result() == count
+    finally:
+        os.sched_setaffinity(0, saved)
+    got = _delta(before, me.stats(), ("reads_unpolled", "socket_reads"))
+    assert 0 < got["reads_unpolled"] <= got["socket_reads"], got
