@@ -115,13 +115,14 @@ void coc__progress_rings(coc_engine *e)
  * poller, and handle what it held as a progress step does. A spinner whose yield ran other
  * work (pinned: likely the peer, answering) finds the answer there in one read, where the
  * poller costs an epoll_wait before it. Returns 1 when the read brought bytes, 0 when it
- * found none (EAGAIN: one read spent) or there was no such connection. Other sockets, a
- * shared-memory connection and one not open yet are left to the poller. */
+ * found none (EAGAIN: one read spent), -1 when there was no such connection (nothing
+ * done). Other sockets, a shared-memory connection and one not open yet are left to the
+ * poller. */
 int coc__progress_hot(coc_engine *e)
 {
     coc__conn *c = e->hot ? coc__conn_get(e, e->hot) : NULL;
     if (!c || c->ring || c->state != COC__CS_OPEN)
-        return 0;
+        return -1;
     uint64_t reads = __atomic_load_n(&e->stats.socket_reads, __ATOMIC_RELAXED);
     coc__event ev = {.key = e->hot, .events = COC__POLL_IN};
     handle(e, &ev, 1);

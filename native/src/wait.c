@@ -182,23 +182,20 @@ enum {
     LOOK_RINGS,   /* the rings (memory reads); the sockets too when there are no rings */
     LOOK_SOCKETS, /* the rings and the sockets (epoll_wait) */
     LOOK_MEMORY,  /* the rings only: no system call */
-    LOOK_HOT      /* first the connection that brought the last frame (one read), then,
-                     if that did not meet the goal, as LOOK_SOCKETS */
+    LOOK_HOT      /* the rings and the connection that brought the last frame (one read,
+                     no epoll_wait); as LOOK_SOCKETS when there is none */
 };
 
 /* One look by a spinner, if no other thread is progressing: the shared-memory rings every
- * time (memory reads, no system call), the sockets (epoll_wait) as `how` says. While a
- * thread spins, writers to our rings ring no doorbell (spinning), so the spinner's looks
- * are what reads them. LOOK_HOT returns 1 when its read brought bytes (look again at the
- * goal before asking the poller), else it asks the poller at once. */
+ * time (memory reads, no system call), the sockets as `how` says. While a thread spins,
+ * writers to our rings ring no doorbell (spinning), so the spinner's looks are what reads
+ * them. Returns 1 when a LOOK_HOT's read brought bytes. */
 static int look(coc_engine *e, int how)
 {
     if ((how == LOOK_MEMORY && !coc__has_rings(e)) || pthread_mutex_trylock(&e->plock) != 0)
         return 0;
-    int hot = 0;
-    if (how == LOOK_HOT)
-        hot = coc__progress_hot(e);
-    if (hot)
+    int hot = how == LOOK_HOT ? coc__progress_hot(e) : -1;
+    if (hot >= 0)
         ; /* it was a progress step: the rings were read too */
     else if (how == LOOK_SOCKETS || how == LOOK_HOT ||
              (how == LOOK_RINGS && coc__list_empty(&e->shm)))
@@ -206,7 +203,7 @@ static int look(coc_engine *e, int how)
     else
         coc__progress_rings(e);
     pthread_mutex_unlock(&e->plock);
-    return hot;
+    return hot > 0;
 }
 
 static int goal_now(coc_engine *e, spin_goal *g)
@@ -220,7 +217,9 @@ static int goal_now(coc_engine *e, spin_goal *g)
 }
 
 /* Look (`how`, see look) and say whether the goal is met. A LOOK_HOT whose read brought
- * bytes that did not meet it looks at the sockets after all. */
+ * bytes that did not meet it (another request's frame) looks at the sockets after all;
+ * one whose read found nothing does not: its caller stops spinning and blocks in the
+ * poller, whose first epoll_wait returns at once if another socket has something. */
 static int goal_met(coc_engine *e, spin_goal *g, int how)
 {
     if (look(e, how)) {
