@@ -210,3 +210,40 @@ def test_a_pinned_spinner_reads_the_answer_without_the_poller(open_engine, spawn
         os.sched_setaffinity(0, saved)
     got = _delta(before, me.stats(), ("reads_unpolled", "socket_reads"))
     assert 0 < got["reads_unpolled"] <= got["socket_reads"], got
+
+
+def _requests_alive():
+    import gc
+    return sum(type(o).__name__ == "EngineRequest" for o in gc.get_objects())
+
+
+@pytest.mark.parametrize("alloc", [False, True])
+def test_a_blocking_receive_waits_without_a_request_object(open_engine, alloc):
+    """A blocking receive whose message comes within its first wait slice (50 ms) waits on
+    the bare C request (docs/engine.md, "Blocking calls"): while it waits, no
+    ``EngineRequest`` exists; a message later than the slice is still received (the
+    receive then becomes one and waits on)."""
+    me = open_engine(1, shm=False)
+    seen = []
+
+    def sender(tag, after):
+        deadline = time.monotonic() + after
+        while time.monotonic() < deadline:
+            seen.append(_requests_alive())   # the receiver waits meanwhile (GIL released)
+            time.sleep(0.002)
+        me.isend(np.full(8, tag, np.uint8), me.self_id, tag=tag).wait(TIMEOUT)
+
+    for tag, after in ((1, 0.02), (2, 0.12)):
+        before = _requests_alive()
+        thread = threading.Thread(target=sender, args=(tag, after))
+        thread.start()
+        if alloc:
+            status, message = me.recv_alloc(me.self_id, tag)
+            data = np.frombuffer(message, np.uint8)
+        else:
+            data = np.zeros(8, np.uint8)
+            status = me.recv(data, me.self_id, tag)
+        thread.join(TIMEOUT)
+        assert status.count == 8 and (data == tag).all()
+        if tag == 1:
+            assert seen and max(seen) == before, seen
