@@ -31,13 +31,15 @@ def _delta(before, after, keys):
 
 def _waits_for_late_messages(me, count, capacity=8):
     """Wait ``count`` times for a message to itself that another thread sends a moment later,
-    each received into a buffer of ``capacity`` bytes."""
+    each received into a buffer of ``capacity`` bytes. The sender's blocking ``send`` makes
+    no request: an ``isend``'s would be tracked, and the binding's sweep of tracked
+    requests could complete the receive before its wait began (a wait not counted)."""
     for i in range(count):
         out = np.zeros(capacity, np.uint8)
         request = me.irecv(out, me.self_id, tag=i)
         sender = threading.Thread(target=lambda i=i: (time.sleep(0.002),
-                                                      me.isend(np.full(8, i, np.uint8),
-                                                               me.self_id, tag=i)))
+                                                      me.send(np.full(8, i, np.uint8),
+                                                              me.self_id, tag=i)))
         sender.start()
         request.wait(TIMEOUT)
         sender.join(TIMEOUT)
