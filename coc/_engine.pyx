@@ -923,6 +923,22 @@ cdef class Engine:
             return None
         return self._adopt(r, view, True, dest, tag, context, False)
 
+    cdef bint _wait_slice(self, c.coc_request *r, c.coc_status *st) except -1:
+        """Wait for ``r`` one slice (the GIL released) before it is made an
+        :class:`EngineRequest`: True when it completed without error (``st`` filled; the
+        caller frees it). A blocking receive that its message completes within the slice,
+        as a ping-pong's does, so costs no EngineRequest (an object allocated, tracked in
+        ``_pending`` and dropped per message); otherwise (the slice ran out, an error, a
+        signal to look at) the caller adopts ``r`` and waits as before. The GIL is held
+        from the end of the slice until the caller has freed ``r``: :meth:`close`, which
+        waits for ``_busy`` to fall, frees no request meanwhile."""
+        cdef int rc
+        self._enter()
+        with nogil:
+            rc = c.coc_wait(r, SLICE_NS, st)
+        self._busy -= 1
+        return rc == 0 and st.error == 0
+
     cdef int _send_view(self, Py_buffer *view, int dest, int tag,
                         unsigned int context) except -1:
         """Send ``view`` as :meth:`_isend_view` does; return once it may change."""
@@ -946,7 +962,7 @@ cdef class Engine:
         if rc < 0:
             PyBuffer_Release(view)
             check(rc, "receive")
-        if c.coc_wait(r, 0, st) == 0 and st.error == 0:
+        if c.coc_wait(r, 0, st) == 0 and st.error == 0 or self._wait_slice(r, st):
             c.coc_request_free(r)
             PyBuffer_Release(view)
             return 0
@@ -964,7 +980,7 @@ cdef class Engine:
         self._open_check()
         rc = c.coc_irecv_alloc(self._e, source, context, tag, cap, &r)
         check(rc, "receive")
-        if c.coc_wait(r, 0, st) == 0 and st.error == 0:
+        if c.coc_wait(r, 0, st) == 0 and st.error == 0 or self._wait_slice(r, st):
             m = _take_message(r)
             c.coc_request_free(r)
             return m

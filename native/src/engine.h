@@ -373,6 +373,8 @@ struct coc_engine {
     size_t log_head, log_count;
     void *fwd_items;                   /* free forwarding items (forward.c), linked through their
                                         * first bytes; pool_bytes counts them too */
+    uint64_t hot;                      /* plock: key of the connection that brought the last
+                                          frame; a spinner reads it first (progress.c) */
 };
 
 /* engine.c */
@@ -385,6 +387,7 @@ void coc__notify(coc_engine *e);                              /* make coc_engine
 /* progress.c */
 int coc__progress(coc_engine *e, int timeout_ms);             /* under plock */
 void coc__progress_rings(coc_engine *e);          /* under plock: the rings, no system call */
+int coc__progress_hot(coc_engine *e); /* plock: read e->hot unpolled: 1 bytes, 0 none, -1 no e->hot */
 void *coc__progress_main(void *arg);                          /* the progress thread */
 void coc__drain(int fd);                                      /* empty an eventfd/timerfd */
 /* plock: the progress thread is about to sleep: ask writers to our rings for doorbells

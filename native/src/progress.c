@@ -102,8 +102,11 @@ static void dispatch(coc_engine *e, const coc__event *ev, int n)
             break;
         default: {
             coc__conn *c = coc__conn_get(e, ev[i].key);
-            if (c)
-                coc__conn_event(e, c, ev[i].events);
+            if (!c)
+                break;
+            if (ev[i].events & COC__POLL_IN)
+                e->hot = ev[i].key;
+            coc__conn_event(e, c, ev[i].events);
         }
         }
     }
@@ -125,6 +128,27 @@ static void handle(coc_engine *e, const coc__event *ev, int n)
 void coc__progress_rings(coc_engine *e)
 {
     handle(e, NULL, 0);
+}
+
+/* plock: read the connection that brought the last frame (e->hot) without asking the
+ * poller, and handle what it held as a progress step does. A spinner whose yield ran other
+ * work (pinned: likely the peer, answering) finds the answer there in one read, where the
+ * poller costs an epoll_wait before it. Returns 1 when the read brought bytes, 0 when it
+ * found none (EAGAIN: one read spent), -1 when there was no such connection (nothing
+ * done). Other sockets, a shared-memory connection and one not open yet are left to the
+ * poller. */
+int coc__progress_hot(coc_engine *e)
+{
+    coc__conn *c = e->hot ? coc__conn_get(e, e->hot) : NULL;
+    if (!c || c->ring || c->state != COC__CS_OPEN)
+        return -1;
+    uint64_t reads = __atomic_load_n(&e->stats.socket_reads, __ATOMIC_RELAXED);
+    coc__event ev = {.key = e->hot, .events = COC__POLL_IN};
+    handle(e, &ev, 1);
+    if (__atomic_load_n(&e->stats.socket_reads, __ATOMIC_RELAXED) == reads)
+        return 0;
+    __atomic_fetch_add(&e->stats.reads_unpolled, 1, __ATOMIC_RELAXED);
+    return 1;
 }
 
 int coc__progress(coc_engine *e, int timeout_ms)

@@ -182,30 +182,58 @@ typedef struct spin_goal {
     coc_status *st;
 } spin_goal;
 
+/* What a spinner's look reads (look). */
+enum {
+    LOOK_RINGS,   /* the rings (memory reads); the sockets too when there are no rings */
+    LOOK_SOCKETS, /* the rings and the sockets (epoll_wait) */
+    LOOK_MEMORY,  /* the rings only: no system call */
+    LOOK_HOT      /* the rings and the connection that brought the last frame (one read,
+                     no epoll_wait); as LOOK_SOCKETS when there is none */
+};
+
 /* One look by a spinner, if no other thread is progressing: the shared-memory rings every
- * time (memory reads, no system call), the sockets (epoll_wait) when `sockets` or when
- * there are no rings. While a thread spins, writers to our rings ring no doorbell
- * (spinning), so the spinner's looks are what reads them. */
-static void look(coc_engine *e, int sockets)
+ * time (memory reads, no system call), the sockets as `how` says. While a thread spins,
+ * writers to our rings ring no doorbell (spinning), so the spinner's looks are what reads
+ * them. Returns 1 when a LOOK_HOT's read brought bytes. */
+static int look(coc_engine *e, int how)
 {
-    if (pthread_mutex_trylock(&e->plock) != 0)
-        return;
-    if (sockets || coc__list_empty(&e->shm))
+    if ((how == LOOK_MEMORY && !coc__has_rings(e)) || pthread_mutex_trylock(&e->plock) != 0)
+        return 0;
+    int hot = how == LOOK_HOT ? coc__progress_hot(e) : -1;
+    if (hot >= 0)
+        ; /* it was a progress step: the rings were read too */
+    else if (how == LOOK_SOCKETS || how == LOOK_HOT ||
+             (how == LOOK_RINGS && coc__list_empty(&e->shm)))
         coc__progress(e, 0);
     else
         coc__progress_rings(e);
     pthread_mutex_unlock(&e->plock);
+    return hot > 0;
 }
 
-static int goal_met(coc_engine *e, spin_goal *g, int sockets)
+static int goal_now(coc_engine *e, spin_goal *g)
 {
-    look(e, sockets);
     if (g->r)
         return done(g->r, g->st);
     pthread_mutex_lock(&e->lock);
     int rc = coc__probe_locked(e, g->source, g->context, g->tag, g->st);
     pthread_mutex_unlock(&e->lock);
     return rc;
+}
+
+/* Look (`how`, see look) and say whether the goal is met. A LOOK_HOT whose read brought
+ * bytes that did not meet it (another request's frame) looks at the sockets after all;
+ * one whose read found nothing does not: its caller stops spinning and blocks in the
+ * poller, whose first epoll_wait returns at once if another socket has something. */
+static int goal_met(coc_engine *e, spin_goal *g, int how)
+{
+    if (look(e, how)) {
+        int rc = goal_now(e, g);
+        if (rc)
+            return rc;
+        look(e, LOOK_SOCKETS);
+    }
+    return goal_now(e, g);
 }
 
 /* A pause between two looks at memory: no system call, lets a sibling hyperthread run. */
@@ -239,8 +267,17 @@ static int spin(coc_engine *e, uint64_t start, uint64_t budget, uint64_t deadlin
     spinning(e, 1);
     uint64_t yielded = start;
     int sockets = !coc__has_rings(e); /* ours to poll (see spinning) */
+    /* A spinner that yields before its second look (pinned, or polite) yields before it
+     * asks the sockets: what it waits for comes from a process that must run first (the
+     * answer to the send it just made, through gateways), so an epoll_wait before the
+     * yield finds nothing */
+    int yield_first = e->cpus == 1 ||
+                      start < atomic_load_explicit(&e->polite_until, memory_order_relaxed);
     for (unsigned n = 0;; n++) {
-        if ((rc = goal_met(e, g, sockets && n % SOCKET_LOOK_EVERY == 0)) != 0)
+        int how = n == 0 && yield_first                         ? LOOK_MEMORY
+                  : sockets && n % SOCKET_LOOK_EVERY == 0 ? LOOK_SOCKETS
+                                                          : LOOK_RINGS;
+        if ((rc = goal_met(e, g, how)) != 0)
             break;
         uint64_t now = coc__now_ns();
         if (now >= until || now >= deadline)
@@ -258,7 +295,9 @@ static int spin(coc_engine *e, uint64_t start, uint64_t budget, uint64_t deadlin
         sched_yield();
         yielded = coc__now_ns();
         if (yielded - now > YIELD_TAKEN_NS) {
-            if ((rc = goal_met(e, g, 1)) == 0) {
+            /* another process ran in our yield: the peer, answering, if it shares our
+             * CPU; its answer is then on the connection the last frame came on */
+            if ((rc = goal_met(e, g, LOOK_HOT)) == 0) {
                 *contended = 1;
                 break;
             }

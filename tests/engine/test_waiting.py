@@ -31,13 +31,15 @@ def _delta(before, after, keys):
 
 def _waits_for_late_messages(me, count, capacity=8):
     """Wait ``count`` times for a message to itself that another thread sends a moment later,
-    each received into a buffer of ``capacity`` bytes."""
+    each received into a buffer of ``capacity`` bytes. The sender's blocking ``send`` makes
+    no request: an ``isend``'s would be tracked, and the binding's sweep of tracked
+    requests could complete the receive before its wait began (a wait not counted)."""
     for i in range(count):
         out = np.zeros(capacity, np.uint8)
         request = me.irecv(out, me.self_id, tag=i)
         sender = threading.Thread(target=lambda i=i: (time.sleep(0.002),
-                                                      me.isend(np.full(8, i, np.uint8),
-                                                               me.self_id, tag=i)))
+                                                      me.send(np.full(8, i, np.uint8),
+                                                              me.self_id, tag=i)))
         sender.start()
         request.wait(TIMEOUT)
         sender.join(TIMEOUT)
@@ -189,3 +191,71 @@ def test_waits_for_large_messages_choose_their_way_apart(one_cpu, open_engine):
     before = me.stats()
     _waits_for_late_messages(me, 40)           # and the small waits kept their choice
     assert _delta(before, me.stats(), ("waits_unspun",))["waits_unspun"] >= 30
+
+
+def test_a_pinned_spinner_reads_the_answer_without_the_poller(open_engine, spawn, monkeypatch):
+    """Pinned to one CPU (both ends), a spinner yields before it asks the sockets, and
+    after a yield that ran other work (the peer, answering) it reads the connection the
+    last frame came on, one read instead of an epoll_wait and a read (docs/engine.md,
+    "Waiting"): ``reads_unpolled`` counts those reads. Waits are forced to spin
+    (``COC_SPIN_LOAD=ignore``); every message comes back whole."""
+    monkeypatch.setenv("COC_SPIN_LOAD", "ignore")
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(saved)})   # the engine and the spawned peer see one CPU
+    try:
+        kwargs = {"shm": False, "spin_ns": 200_000}
+        me = open_engine(1, **kwargs)
+        count = 300
+        child = spawn(2, "echo_after", peer=1, count=count, pauses=(0.0,),
+                      engine_kwargs=kwargs)
+        me.add_peer(2, child.address)
+        me.set_route(2, [2])
+        child.connect({1: me.address}, {1: [1]})
+        before = me.stats()
+        for seq in range(count):
+            data, out = engine_peers.payload(seq, 8), np.zeros(8, np.uint8)
+            r = me.irecv(out, 2, tag=seq)
+            me.isend(data, 2, tag=seq).wait(TIMEOUT)
+            assert r.wait(TIMEOUT).count == 8 and (out == data).all()
+        assert child.result() == count
+    finally:
+        os.sched_setaffinity(0, saved)
+    got = _delta(before, me.stats(), ("reads_unpolled", "socket_reads"))
+    assert 0 < got["reads_unpolled"] <= got["socket_reads"], got
+
+
+def _requests_alive():
+    import gc
+    return sum(type(o).__name__ == "EngineRequest" for o in gc.get_objects())
+
+
+@pytest.mark.parametrize("alloc", [False, True])
+def test_a_blocking_receive_waits_without_a_request_object(open_engine, alloc):
+    """A blocking receive whose message comes within its first wait slice (50 ms) waits on
+    the bare C request (docs/engine.md, "Blocking calls"): while it waits, no
+    ``EngineRequest`` exists; a message later than the slice is still received (the
+    receive then becomes one and waits on)."""
+    me = open_engine(1, shm=False)
+    seen = []
+
+    def sender(tag, after):
+        deadline = time.monotonic() + after
+        while time.monotonic() < deadline:
+            seen.append(_requests_alive())   # the receiver waits meanwhile (GIL released)
+            time.sleep(0.002)
+        me.isend(np.full(8, tag, np.uint8), me.self_id, tag=tag).wait(TIMEOUT)
+
+    for tag, after in ((1, 0.02), (2, 0.12)):
+        before = _requests_alive()
+        thread = threading.Thread(target=sender, args=(tag, after))
+        thread.start()
+        if alloc:
+            status, message = me.recv_alloc(me.self_id, tag)
+            data = np.frombuffer(message, np.uint8)
+        else:
+            data = np.zeros(8, np.uint8)
+            status = me.recv(data, me.self_id, tag)
+        thread.join(TIMEOUT)
+        assert status.count == 8 and (data == tag).all()
+        if tag == 1:
+            assert seen and max(seen) == before, seen

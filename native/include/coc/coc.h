@@ -401,6 +401,11 @@ typedef struct coc_stats {
     /* -- added in session 8: gateways (native/src/forward.c; append only) -- */
     uint64_t peers_dialed_back;     /* endpoints whose connection ended without BYE that
                                        answered a dial back: alive, not reported lost */
+
+    /* -- added in session 9: the waiter's reads (native/src/wait.c; append only) -- */
+    uint64_t reads_unpolled;        /* reads that brought bytes without an epoll_wait before
+                                       them: a spinner read the connection that brought
+                                       the last frame after a yield that ran other work */
 } coc_stats;
 
 int coc_engine_stats(coc_engine *e, coc_stats *st);
