@@ -404,6 +404,14 @@ static inline int coc__has_rings(coc_engine *e)
 /* wait.c: how waits ended, indexes of e->waits (coc_engine_stats) */
 enum { COC__WAIT_AT_ONCE, COC__WAIT_SPUN, COC__WAIT_POLLED, COC__WAIT_SLEPT };
 
+/* way.c: spin first (0) or block at once (1), the spin budget, and what they learn */
+coc__way_choice *coc__wait_class(coc_request *r);           /* the choice r's waits share */
+int coc__way_of(coc_engine *e, coc__way_choice *w, uint64_t now);
+uint64_t coc__spin_budget(coc_engine *e, int way);         /* ns; 0 when it blocks at once */
+void coc__wait_ended(coc_engine *e, coc__way_choice *w, int way, uint64_t start, uint64_t waited,
+                     int spun);                             /* `spun`: ended while spinning */
+void coc__wait_unended(coc_engine *e);                      /* a wait timed out */
+
 /* conn.c, conn_rx.c, conn_tx.c (send side under lock; receive side under plock) */
 coc__conn *coc__conn_get(coc_engine *e, uint64_t key);
 coc__conn *coc__conn_to(coc_engine *e, uint32_t hop, int *rc);      /* connect if needed */
