@@ -7,6 +7,7 @@
  * before its proof has checked out.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,12 +188,27 @@ int coc__hs_hello(coc__conn *c, const uint8_t *bytes)
     return 0;
 }
 
+/* Has the other end of x closed it (or reset it)? Its end of stream decides, not whether
+ * bytes wait: a peer that sent frames and then closed leaves both readable, and its FIN
+ * may sit behind frames we have not read yet (a gateway stops reading a connection whose
+ * forwarding window is full). POLLRDHUP reports that FIN whatever precedes it. */
+static int ended(const coc__conn *x)
+{
+    struct pollfd p = {.fd = x->fd, .events = POLLRDHUP};
+    int n;
+    while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR)
+        ;
+    return n > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
 /*
  * lock: another accepted, open connection from the same endpoint id, whose other end has
  * not closed, or NULL. An endpoint dials each peer once (it reuses the connection, or an
  * accepted one), so a second one while the first is alive is a second process claiming
- * the id: refused, whatever it proved. One whose other end closed (its end of stream is
- * waiting to be read) is being replaced: it is failed now, and the new one accepted.
+ * the id: refused, whatever it proved. One whose other end closed is being replaced (its
+ * endpoint judged it dead and dialed again): it is failed now, with any frames of it still
+ * unread, and the new one accepted. Those frames are not lost: the endpoint that closed
+ * the connection by its verdict sends again what is unacknowledged (or failed the sends).
  */
 static const coc__conn *live_twin(coc__conn *c)
 {
@@ -202,9 +218,7 @@ static const coc__conn *live_twin(coc__conn *c)
         if (!x || x == c || x->outgoing || x->state != COC__CS_OPEN || x->bye ||
             x->peer_id != c->peer_id)
             continue;
-        char byte;
-        ssize_t n = recv(x->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+        if (!ended(x))
             return x;
         coc__conn_fail(x, COC_EPEERLOST, "closed; replaced by a new connection");
     }
@@ -266,8 +280,11 @@ int coc__hs_proof(coc__conn *c, const uint8_t *bytes)
                 p = NULL;
             }
         }
-        if (p && !coc__conn_get(e, p->conn_key)) {
-            p->conn_key = c->key; /* reuse an accepted connection for sending back */
+        coc__conn *had = p ? coc__conn_get(e, p->conn_key) : NULL;
+        if (p && (!had || had->state == COC__CS_DEAD)) {
+            /* reuse an accepted connection for sending back (also in place of one the
+             * twin check just failed: a dial back then finds this one) */
+            p->conn_key = c->key;
             c->delay_ns = p->delay_ns;
         }
         if (c->tx.ctl) {

@@ -413,3 +413,52 @@ def test_a_near_gateway_stopped_and_resumed_reports_nothing_across_two_tiers(
     assert across.wait(scaled(60)).source == 1
     exchange_all([a, b], big, tag=3)
     assert not told(), "\n".join(log)
+
+
+def test_an_endpoint_redialing_its_stopped_gateway_is_not_refused_as_a_twin(
+        open_engine, gateway):
+    # Endpoint 1 streams a large message to 2 through their only gateway, over TCP (as
+    # between hosts: buffers of megabytes). The gateway is stopped mid-stream; 1 judges it
+    # silent and closes its connection, with megabytes of it unread at the gateway, and the
+    # stream fails (no other gateway). 1 dials the gateway again while it is stopped and it
+    # resumes: it meets the new connection with the old one's bytes and end still unread
+    # (it reads them slowly: their frames wait for a new connection to 2, which closed
+    # its own). The new connection is endpoint 1 again, not a second process claiming
+    # its id: accepted, and a sequence of messages sent on it arrives complete and in order.
+    a, b = open_engine(1), open_engine(2)
+    gw = gateway(10, peers={1: _tcp(a.address), 2: _tcp(b.address)},
+                 routes={1: [[1, 1]], 2: [[2, 1]]})
+    for eng, other in ((a, 2), (b, 1)):
+        eng.add_peer(10, _tcp(gw.address))
+        eng.set_route(other, [10])
+    size = 64 << 20
+    recv = b.irecv(np.empty(size, dtype=np.uint8), 1, tag=5)
+    send = a.isend(np.ones(size, dtype=np.uint8), 2, tag=5)
+    deadline = time.monotonic() + scaled(30)
+    while gw.stats()["bytes_forwarded"] < (4 << 20):
+        assert time.monotonic() < deadline, "the large message never started"
+        time.sleep(0.002)
+    os.kill(gw.pid, signal.SIGSTOP)
+    try:
+        for req in (send, recv):   # the verdict on the silent gateway fails them
+            with pytest.raises(errors.PeerLost):
+                req.wait(scaled(30))
+        a.connect(10)               # its kernel accepts; the handshake waits for it
+    finally:
+        os.kill(gw.pid, signal.SIGCONT)
+    count = 20
+    bufs = [np.empty(SIZES[i % len(SIZES)], dtype=np.uint8) for i in range(count)]
+    recvs = [b.irecv(buf, 1, tag=6) for buf in bufs]     # one tag: matched in send order
+    sends = [a.isend(message(i), 2, tag=6) for i in range(count)]
+    for s in sends:
+        s.wait(scaled(60))
+    for r in recvs:
+        r.wait(scaled(60))
+    bad = [i for i, buf in enumerate(bufs) if not intact(i, buf)]
+    assert not bad, f"messages {bad} arrived out of order or corrupted"
+    assert gw.stats()["duplicate_ids"] == 0, gateway_log(gw)
+
+
+def _tcp(address):
+    """The tcp:// entry of an address: the unix one would win on this host."""
+    return next(a for a in address.split() if a.startswith("tcp://"))

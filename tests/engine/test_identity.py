@@ -92,9 +92,17 @@ def _tcp(address):
     return socket.create_connection((host, int(port)), timeout=TIMEOUT)
 
 
-def _raw_endpoint(gw_address, self_id):
+def _unix(address):
+    name = next(a for a in address.split() if a.startswith("unix:@"))[6:]
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(TIMEOUT)
+    sock.connect("\0" + name)
+    return sock
+
+
+def _raw_endpoint(gw_address, self_id, unix=False):
     """Do the handshake by hand as endpoint ``self_id`` with its key for the gateway."""
-    sock = _tcp(gw_address)
+    sock = _unix(gw_address) if unix else _tcp(gw_address)
     nonce = os.urandom(32)
     sock.sendall(b"COCH" + struct.pack("<BBHII", 1, 1, 0, self_id, 0) + nonce)
     theirs = _read(sock, 48)
@@ -160,3 +168,55 @@ def test_a_second_connection_for_a_connected_id_is_refused_and_the_first_keeps_w
     assert stats["duplicate_ids"] == 1 and stats["auth_failures"] == 0, stats
     gw.log.seek(0)
     assert b"refused: endpoint 7 is connected already (tcp from 127.0.0.1:" in gw.log.read()
+
+
+WINDOW = 1 << 20   # the gateway's forwarding window in the test below
+
+
+def _fill_until_unread(sock, source, dest, gw):
+    """Send eager frames ``source`` -> ``dest`` on ``sock`` until the gateway's forwarding
+    window for ``dest`` is full and ``sock`` is full behind it: the next header the gateway
+    reads pauses ``sock`` (until half the window drains, which never happens here), so
+    what follows it waits unread at the gateway."""
+    sock.setblocking(False)
+    frame = _eager(source, dest, 1, bytes(32 << 10))
+    pending, deadline = frame, time.monotonic() + TIMEOUT
+    while True:
+        full = gw.stats()["forward_bytes_buffered_max"] + len(frame) > WINDOW
+        try:  # fill the socket after that look: frames behind the pausing header
+            while True:
+                pending = pending[sock.send(pending):] or frame
+        except BlockingIOError:
+            pass
+        if full:
+            return
+        assert time.monotonic() < deadline, f"the gateway's window never filled: {gw.stats()}"
+        time.sleep(0.01)
+
+
+def test_a_connection_closed_with_frames_unread_is_replaced_not_defended(
+        open_engine, gateway, monkeypatch):
+    # Endpoint 7's frames to endpoint 2 wait unread at the gateway (2 reads nothing, so the
+    # forwarding window is full and the gateway stopped reading 7) when 7 closes and dials
+    # again, as an endpoint does that judged its gateway silent. The old connection is
+    # readable (data, then the end of stream behind it), yet it has ended: the new one is
+    # accepted, not refused as a second process claiming 7, and carries 7's frames.
+    monkeypatch.setenv("COC_LIVENESS_MS", "600000")   # 2 stays silent without being judged
+    me = open_engine(1)
+    gw = gateway(GW, peers={1: me.address}, routes={1: [[1, 1]], 2: [[2, 1]]},
+                 options={"forward_window": WINDOW})
+    # Unix sockets: their buffers do not grow, so a full window stays full.
+    deaf = _raw_endpoint(gw.address, 2, unix=True)   # endpoint 2: connects, reads nothing
+    old = _raw_endpoint(gw.address, 7, unix=True)
+    _fill_until_unread(old, 7, 2, gw)
+    old.close()
+    new = _raw_endpoint(gw.address, 7, unix=True)
+    new.sendall(_eager(7, 1, 4, b"again"))
+    out = bytearray(5)
+    assert me.irecv(out, 7, tag=4).wait(TIMEOUT).count == 5 and out == b"again"
+    stats = gw.stats()
+    assert stats["duplicate_ids"] == 0, stats
+    gw.log.seek(0)
+    assert b"closed; replaced by a new connection" in gw.log.read()
+    new.close()
+    deaf.close()
