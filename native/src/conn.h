@@ -13,7 +13,17 @@
 
 static inline void set_events(coc__conn *c, unsigned events)
 {
-    if (c->state == COC__CS_DEAD || events == c->events)
+    if (c->state == COC__CS_DEAD)
+        return;
+    if (c->parked) { /* out of the poller until reading resumes (coc__conn_event) */
+        c->events = events;
+        if (events & COC__POLL_IN) {
+            c->parked = 0;
+            coc__poll_add(c->e->pfd, c->fd, events, c->key);
+        }
+        return;
+    }
+    if (events == c->events)
         return;
     c->events = events;
     coc__poll_mod(c->e->pfd, c->fd, events, c->key);

@@ -363,6 +363,21 @@ void coc__conn_event(coc_engine *e, coc__conn *c, unsigned events)
         coc__conn_flush(c);
         pthread_mutex_unlock(&e->lock);
     }
+    if ((events & COC__POLL_ERR) && c->rstate == COC__RX_PAUSED && !c->ring &&
+        c->state == COC__CS_OPEN) {
+        /* The peer hung up while we do not read (a gateway's full forwarding window): the
+         * poller reports a hang-up whatever we ask for, so a paused connection left in it
+         * woke the progress thread at once, round after round (a gateway at 100 % CPU until
+         * the window drained). Out of the poller until reading resumes, which then reads
+         * what the peer sent before it hung up, and its end. */
+        pthread_mutex_lock(&e->lock);
+        if (c->rstate == COC__RX_PAUSED && !c->parked) {
+            c->parked = 1;
+            coc__poll_del(e->pfd, c->fd);
+        }
+        pthread_mutex_unlock(&e->lock);
+        return;
+    }
     if ((events & COC__POLL_IN) && c->ring && c->state != COC__CS_DEAD) {
         ring_event(e, c);
         return;

@@ -249,6 +249,8 @@ struct coc__conn {
     uint64_t fwd_gen;                  /* coc__route_gen() when chosen; 0: none */
     uint32_t fwd_source, fwd_dest;
     struct coc__peer *fwd_peer;        /* the hop (peers are freed only with the engine) */
+    int parked;                        /* lock: out of the poller while paused after a hang-up
+                                        * (conn_rx.c coc__conn_event); back on unpause */
 };
 
 typedef struct coc__peer {

@@ -17,6 +17,8 @@
  * next frame would overflow that window stops being read (EPOLLIN off, its header kept)
  * until the window drains to half; the kernel's socket buffers then fill and TCP slows the
  * sender. So a receiver that stops reading slows its sender and the gateway stays flat.
+ * A paused socket whose sender hangs up leaves the poller until it is read again
+ * (conn_rx.c coc__conn_event): the poller reports a hang-up whatever it is asked.
  * A shared-memory connection pauses by not reading its ring (its writer then finds the
  * ring full); its socket stays polled, because the doorbells on it also announce room in
  * the ring we write to, and the peer's reading of that ring must not wait for our input.

@@ -220,3 +220,38 @@ def test_a_connection_closed_with_frames_unread_is_replaced_not_defended(
     assert b"closed; replaced by a new connection" in gw.log.read()
     new.close()
     deaf.close()
+
+
+def _cpu_seconds(pid):
+    """User + system CPU time of process ``pid`` so far (/proc/PID/stat)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_paused_connection_whose_peer_hung_up_waits_without_spinning(
+        open_engine, gateway, monkeypatch):
+    # Endpoint 7's connection is paused on the gateway's full forwarding window when 7 hangs
+    # up. The poller reports a hang-up whatever is asked of it, so the paused connection
+    # used to wake the gateway's progress thread round after round: 1 s of CPU per second
+    # until the window drained (0.6 s beside two busy loops). Out of the poller while
+    # paused, the gateway sleeps; once the window drains, what 7 sent before it hung up
+    # is still forwarded.
+    monkeypatch.setenv("COC_LIVENESS_MS", "600000")   # 2 stays silent without being judged
+    me = open_engine(1)
+    gw = gateway(GW, peers={1: me.address}, routes={1: [[1, 1]], 2: [[2, 1]]},
+                 options={"forward_window": WINDOW})
+    deaf = _raw_endpoint(gw.address, 2, unix=True)   # endpoint 2: reads nothing, for now
+    old = _raw_endpoint(gw.address, 7, unix=True)
+    _fill_until_unread(old, 7, 2, gw)
+    old.close()
+    time.sleep(0.2)                                   # the hang-up reaches the gateway
+    forwarded = gw.stats()["frames_forwarded"]
+    cpu = _cpu_seconds(gw.pid)
+    time.sleep(1.0)
+    assert _cpu_seconds(gw.pid) - cpu < 0.3           # asleep, not woken round after round
+    deaf.settimeout(TIMEOUT)                          # 2 reads: the window drains
+    deadline = time.monotonic() + TIMEOUT
+    while gw.stats()["frames_forwarded"] <= forwarded + 4:
+        assert time.monotonic() < deadline, gw.stats()
+        assert deaf.recv(1 << 20)
+    deaf.close()
