@@ -20,15 +20,11 @@
 #define TRY_MAX 256            /* and at most this rarely (0.5 s) while it keeps losing */
 #define WAIT_LARGE 65536       /* waits for more bytes than this choose their way apart */
 
-/* Pinned to one CPU, spinning is the faster way only when its waits end in less than
- * SPIN_GAIN_NUM / SPIN_GAIN_DEN of blocking's: at about the same speed blocking wins, since
- * a spin's looks and yields cost CPU that the rest of the path, sharing that CPU, needs
- * (across sites, where the answer crosses two gateways whatever the waiter does, the two
- * ways scored within noise of each other and their tries kept 3-25 % of waits spinning in
- * vain). An engine that may run on several CPUs takes blocking only when it is faster: its
- * spin costs no CPU the path needs. (With the margin for every engine, two ranks on one
- * host, whose waits end in ~1 us spinning together and ~5 us blocking, ended two quiet
- * runs of three waiting ~5 us: docs/performance.md, "Session 9".) */
+/* Spinning is the faster way only when its waits end in less than SPIN_GAIN_NUM /
+ * SPIN_GAIN_DEN of blocking's: at about the same speed blocking wins, since a spin's looks
+ * and yields cost CPU that, pinned to one CPU, the rest of the path needs (across sites,
+ * where the answer crosses two gateways whatever the waiter does, the two ways scored
+ * within noise of each other and their tries kept 3-25 % of waits spinning in vain). */
 #define SPIN_GAIN_NUM 7
 #define SPIN_GAIN_DEN 8
 
@@ -88,7 +84,7 @@ static int by_value(const void *a, const void *b)
  * last scored more than a slot ago (an earlier try) takes the new median as it is. The
  * faster way is then the one used outside the try slots (spinning until blocking has a
  * score: an engine starts spinning, as an MPI rank does, and first blocks in a try
- * slot), pinned to one CPU spinning only when it is faster by a margin (SPIN_GAIN_NUM). A try that did
+ * slot), spinning only when it is faster by a margin (SPIN_GAIN_NUM). A try that did
  * not change the faster way makes tries rarer (doubling, up to TRY_MAX slots apart); a
  * change makes them frequent again (TRY_MIN).
  * Waits that ended at once, looks and timeouts are not scored. */
@@ -118,8 +114,7 @@ static void score(coc_engine *e, coc__way_choice *w, int way, uint64_t start, ui
     w->way_slot[way] = slot;
     uint64_t spin = atomic_load_explicit(&w->way_ns[0], memory_order_relaxed);
     uint64_t block = atomic_load_explicit(&w->way_ns[1], memory_order_relaxed);
-    int best = block && (!spin || (e->cpus > 1 ? block < spin
-                                                : spin * SPIN_GAIN_DEN >= block * SPIN_GAIN_NUM));
+    int best = block && (!spin || spin * SPIN_GAIN_DEN >= block * SPIN_GAIN_NUM);
     int was = atomic_load_explicit(&w->block_best, memory_order_relaxed);
     uint64_t every = atomic_load_explicit(&w->try_every, memory_order_relaxed);
     every = every ? every : TRY_MIN;
