@@ -194,6 +194,21 @@ def _fill_until_unread(sock, source, dest, gw):
         time.sleep(0.01)
 
 
+def _paused_behind_a_deaf_endpoint(open_engine, gateway, monkeypatch):
+    """A gateway routing endpoint 7 -> endpoint 2, where 2 connects and reads nothing and
+    7 has filled the forwarding window, so the gateway stopped reading 7 with 7's frames
+    unread behind it. Unix sockets: their buffers do not grow, so a full window stays
+    full. Returns (the engine of endpoint 1, the gateway, 2's socket, 7's socket)."""
+    monkeypatch.setenv("COC_LIVENESS_MS", "600000")   # 2 stays silent without being judged
+    me = open_engine(1)
+    gw = gateway(GW, peers={1: me.address}, routes={1: [[1, 1]], 2: [[2, 1]]},
+                 options={"forward_window": WINDOW})
+    deaf = _raw_endpoint(gw.address, 2, unix=True)
+    old = _raw_endpoint(gw.address, 7, unix=True)
+    _fill_until_unread(old, 7, 2, gw)
+    return me, gw, deaf, old
+
+
 def test_a_connection_closed_with_frames_unread_is_replaced_not_defended(
         open_engine, gateway, monkeypatch):
     # Endpoint 7's frames to endpoint 2 wait unread at the gateway (2 reads nothing, so the
@@ -201,14 +216,7 @@ def test_a_connection_closed_with_frames_unread_is_replaced_not_defended(
     # again, as an endpoint does that judged its gateway silent. The old connection is
     # readable (data, then the end of stream behind it), yet it has ended: the new one is
     # accepted, not refused as a second process claiming 7, and carries 7's frames.
-    monkeypatch.setenv("COC_LIVENESS_MS", "600000")   # 2 stays silent without being judged
-    me = open_engine(1)
-    gw = gateway(GW, peers={1: me.address}, routes={1: [[1, 1]], 2: [[2, 1]]},
-                 options={"forward_window": WINDOW})
-    # Unix sockets: their buffers do not grow, so a full window stays full.
-    deaf = _raw_endpoint(gw.address, 2, unix=True)   # endpoint 2: connects, reads nothing
-    old = _raw_endpoint(gw.address, 7, unix=True)
-    _fill_until_unread(old, 7, 2, gw)
+    me, gw, deaf, old = _paused_behind_a_deaf_endpoint(open_engine, gateway, monkeypatch)
     old.close()
     new = _raw_endpoint(gw.address, 7, unix=True)
     new.sendall(_eager(7, 1, 4, b"again"))
@@ -236,13 +244,7 @@ def test_a_paused_connection_whose_peer_hung_up_waits_without_spinning(
     # until the window drained (0.6 s beside two busy loops). Out of the poller while
     # paused, the gateway sleeps; once the window drains, what 7 sent before it hung up
     # is still forwarded.
-    monkeypatch.setenv("COC_LIVENESS_MS", "600000")   # 2 stays silent without being judged
-    me = open_engine(1)
-    gw = gateway(GW, peers={1: me.address}, routes={1: [[1, 1]], 2: [[2, 1]]},
-                 options={"forward_window": WINDOW})
-    deaf = _raw_endpoint(gw.address, 2, unix=True)   # endpoint 2: reads nothing, for now
-    old = _raw_endpoint(gw.address, 7, unix=True)
-    _fill_until_unread(old, 7, 2, gw)
+    _, gw, deaf, old = _paused_behind_a_deaf_endpoint(open_engine, gateway, monkeypatch)
     old.close()
     time.sleep(0.2)                                   # the hang-up reaches the gateway
     forwarded = gw.stats()["frames_forwarded"]
