@@ -37,6 +37,8 @@ def child(conn, hop):
     from coc._native import engine
     eng = engine.Engine(2, SECRET, listen_host="127.0.0.1")
     conn.send(eng.address)
+    if not conn.poll(TIMEOUT):
+        return
     peers, route = conn.recv()
     for pid, address in peers.items():
         eng.add_peer(pid, address)
@@ -57,6 +59,7 @@ def one(ctx, via_gateway, sig):
     proc.start()
     gw = None
     try:
+        assert parent.poll(TIMEOUT), "endpoint 2 did not send its address"
         address = parent.recv()
         if via_gateway:
             gw = GatewayProcess({"self_id": 10, "secret": SECRET,

@@ -200,7 +200,9 @@ static coc__conn *remembered_out(coc__conn *c, const coc__hdr *h)
 
 static void remember_out(coc__conn *c, const coc__hdr *h, uint32_t hop)
 {
-    coc__peer *p = h->type == COC__DATA ? NULL : coc__map_get(&c->e->peers, hop);
+    if (h->type == COC__DATA) /* striped: its hop is no guide to the next frame's */
+        return;
+    coc__peer *p = coc__map_get(&c->e->peers, hop);
     c->fwd_gen = p ? coc__route_gen() : 0;
     c->fwd_source = h->source;
     c->fwd_dest = h->dest;

@@ -134,6 +134,7 @@ static int set_route(coc_engine *e, uint32_t dest, int cls, const uint32_t *hops
             d->route[k] = route;
         }
     }
+    coc__route_changed();
     pthread_mutex_unlock(&e->lock);
     return d ? 0 : -ENOMEM;
 }

@@ -231,7 +231,10 @@ static int rebuild(coc_engine *e, coc__route *to, const coc__route *from, uint32
             weights[n++] = (uint32_t)w;
         }
     }
-    return n && coc__route_make(to, hops, weights, n) == 0;
+    if (!n || coc__route_make(to, hops, weights, n) < 0)
+        return 0;
+    coc__route_changed();
+    return 1;
 }
 
 /* Take `hop` out of route r; 1 if it was there and others remain. */

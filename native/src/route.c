@@ -87,9 +87,13 @@ uint64_t coc__route_gen(void)
     return __atomic_load_n(&route_gen, __ATOMIC_RELAXED);
 }
 
+void coc__route_changed(void)
+{
+    __atomic_add_fetch(&route_gen, 1, __ATOMIC_RELAXED);
+}
+
 int coc__route_make(coc__route *r, const uint32_t *hops, const uint32_t *weights, size_t n)
 {
-    __atomic_add_fetch(&route_gen, 1, __ATOMIC_RELAXED); /* before r changes, under its lock */
     if (n == 0 || n > COC__ROUTE_MAX_HOPS || !hops)
         return COC_EINVAL;
     uint64_t sum = 0;

@@ -48,8 +48,11 @@ uint32_t coc__route_pick(const coc__route *r, uint32_t source, uint32_t dest);
 size_t coc__route_stripe(coc__route *r, uint64_t bytes);
 /* Is `hop` one of r's hops? */
 int coc__route_has(const coc__route *r, uint32_t hop);
-/* A number that changes whenever any route is made (set or rebuilt, in any engine of the
- * process): a next hop remembered with it holds while it stays the same. Never 0. */
+/* A number that changes whenever a route in use changes (set or rebuilt, in any engine of
+ * the process): a next hop remembered with it holds while it stays the same. Never 0. */
 uint64_t coc__route_gen(void);
+/* A route in use changed: called under the lock of the engine that owns it, so a next hop
+ * remembered under that lock (forward.c) is either older than the change or sees it. */
+void coc__route_changed(void);
 
 #endif

@@ -19,9 +19,12 @@ int main(void)
 
     coc__route r;
     uint32_t hops[2] = {100, 200}, w[2] = {3, 1}, zero[2] = {0, 0};
-    /* every route made moves the generation a remembered next hop is checked against */
+    /* a route in use that changes moves the generation a remembered next hop is checked
+     * against; making a route and using it do not */
     uint64_t gen = coc__route_gen();
-    CHECK(gen != 0 && coc__route_make(&r, hops, w, 2) == 0 && coc__route_gen() != gen);
+    CHECK(gen != 0 && coc__route_make(&r, hops, w, 2) == 0 && coc__route_gen() == gen);
+    coc__route_changed();
+    CHECK(coc__route_gen() != gen);
     gen = coc__route_gen();
     CHECK(coc__route_pick(&r, 1, 2) != 0 && coc__route_stripe(&r, 8) < 2 && coc__route_gen() == gen);
     CHECK(coc__route_make(&r, hops, w, 0) == COC_EINVAL);
