@@ -11,6 +11,7 @@ import os
 import random
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -58,7 +59,11 @@ def _start(start_coc_run, tmp_path, seconds, *options):
 
 
 def _finished(proc):
-    out, err = proc.communicate(timeout=scaled(90))
+    try:
+        out, err = proc.communicate(timeout=scaled(90))
+    except subprocess.TimeoutExpired as hung:   # say what every rank waits for (watchdog)
+        err = hung.stderr.decode(errors="replace") if isinstance(hung.stderr, bytes) else hung.stderr
+        pytest.fail(f"the job did not end; coc-run's stderr:\n{err}")
     assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"
     lines = [line for line in out.splitlines() if "rounds" in line]
     assert len(lines) == 4 and all(line.endswith(" 0 errors") for line in lines), out
