@@ -112,6 +112,7 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
     else if (outgoing && unix_ && e->shm_ring)
         coc__hs_shm_offer(c);
     c->mine.id = e->self;
+    c->mine.incarnation = e->incarnation;
     if (getrandom(c->mine.nonce, sizeof c->mine.nonce, 0) != sizeof c->mine.nonce) {
         shm_unmap(c);
         free(rbuf);

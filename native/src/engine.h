@@ -376,7 +376,8 @@ struct coc_engine {
     void *fwd_items;                   /* free forwarding items (forward.c), linked through their
                                         * first bytes; pool_bytes counts them too */
     uint64_t hot;                      /* plock: key of the connection that brought the last
-                                          frame; a spinner reads it first (progress.c) */
+                                          frame; a spinner reads it first (progress.c) */    uint32_t incarnation;              /* random, nonzero, in every hello: tells this process's
+                                        * redial from another claiming its id (handshake.c) */
 };
 
 /* engine.c */

@@ -462,3 +462,46 @@ def test_an_endpoint_redialing_its_stopped_gateway_is_not_refused_as_a_twin(
 def _tcp(address):
     """The tcp:// entry of an address: the unix one would win on this host."""
     return next(a for a in address.split() if a.startswith("tcp://"))
+
+
+def test_an_endpoint_redialing_a_gateway_that_stopped_reading_it_is_not_refused_as_a_twin(
+        open_engine, gateway, spawn, monkeypatch):
+    # Endpoint 1 streams a large message over TCP through gateway 10 to endpoint 2, a child
+    # that is stopped (SIGSTOP) mid-stream: the gateway's window towards 2 fills and it stops
+    # reading 1, whose socket buffers then fill too. 1 hears nothing from the gateway, judges
+    # it silent and closes its connection: its FIN waits behind the bytes it could not send,
+    # so the gateway cannot see that connection end. 1 dials the gateway again. The new
+    # connection comes from the same process (the incarnation in its hello): accepted, the
+    # old one dropped, and 1 talks to endpoint 3 through the gateway on it. Before the
+    # incarnation, the gateway refused it as a second process claiming endpoint 1.
+    a = open_engine(1)                                 # judges its gateway after 1.5 s
+    monkeypatch.setenv("COC_LIVENESS_MS", "600000")    # nobody else judges anybody
+    c = open_engine(3)
+    deaf = spawn(2, "recv_stream", source=1, sizes=[64 << 20])
+    gw = gateway(10, peers={1: _tcp(a.address), 2: _tcp(deaf.address), 3: _tcp(c.address)},
+                 routes={1: [[1, 1]], 2: [[2, 1]], 3: [[3, 1]]},
+                 options={"forward_window": 1 << 20})
+    deaf.connect({10: _tcp(gw.address)}, {1: [10]})
+    for eng, others in ((a, (2, 3)), (c, (1,))):
+        eng.add_peer(10, _tcp(gw.address))
+        for other in others:
+            eng.set_route(other, [10])
+    assert deaf.recv() == "posted"
+    send = a.isend(np.ones(64 << 20, dtype=np.uint8), 2)
+    deadline = time.monotonic() + scaled(30)
+    while gw.stats()["bytes_forwarded"] < (4 << 20):
+        assert time.monotonic() < deadline, "the large message never started"
+        time.sleep(0.002)
+    os.kill(deaf.proc.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(errors.PeerLost):           # 1's verdict on the silent gateway
+            send.wait(scaled(30))
+        a.connect(10)
+        out = bytearray(5)
+        recv = c.irecv(out, 1, tag=7)
+        a.isend(b"again", 3, tag=7).wait(scaled(30))
+        assert recv.wait(scaled(30)).count == 5 and out == b"again"
+        assert gw.stats()["duplicate_ids"] == 0, gateway_log(gw)
+        wait_for_log(gw, "replaced by its endpoint's new connection")
+    finally:
+        os.kill(deaf.proc.pid, signal.SIGKILL)

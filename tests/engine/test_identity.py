@@ -100,16 +100,20 @@ def _unix(address):
     return sock
 
 
-def _raw_endpoint(gw_address, self_id, unix=False):
-    """Do the handshake by hand as endpoint ``self_id`` with its key for the gateway."""
+def _raw_endpoint(gw_address, self_id, unix=False, incarnation=None):
+    """Do the handshake by hand as endpoint ``self_id`` with its key for the gateway, as
+    the process ``incarnation`` (a fresh random one unless given)."""
     sock = _unix(gw_address) if unix else _tcp(gw_address)
     nonce = os.urandom(32)
-    sock.sendall(b"COCH" + struct.pack("<BBHII", 1, 1, 0, self_id, 0) + nonce)
+    mine = incarnation or int.from_bytes(os.urandom(4), "little") | 1
+    sock.sendall(b"COCH" + struct.pack("<BBHII", 2, 1, 0, self_id, mine) + nonce)
     theirs = _read(sock, 48)
-    their_id, their_nonce = struct.unpack_from("<I", theirs, 8)[0], theirs[16:]
+    their_id, their_incarnation = struct.unpack_from("<II", theirs, 8)
+    their_nonce = theirs[16:]
     key = engine.pair_key(SECRET, self_id, their_id, b_gateway=True)
-    proof = hmac.new(key, b"coc-auth-2" + bytes([1]) + nonce + their_nonce +
-                     struct.pack("<II", self_id, their_id), hashlib.sha256).digest()
+    proof = hmac.new(key, b"coc-auth-3" + bytes([1]) + nonce + their_nonce +
+                     struct.pack("<IIII", self_id, their_id, mine, their_incarnation),
+                     hashlib.sha256).digest()
     sock.sendall(proof)
     assert len(_read(sock, 32)) == 32
     return sock
@@ -168,6 +172,24 @@ def test_a_second_connection_for_a_connected_id_is_refused_and_the_first_keeps_w
     assert stats["duplicate_ids"] == 1 and stats["auth_failures"] == 0, stats
     gw.log.seek(0)
     assert b"refused: endpoint 7 is connected already (tcp from 127.0.0.1:" in gw.log.read()
+
+
+def test_a_hello_of_the_older_handshake_is_refused_naming_the_versions(open_engine, gateway):
+    # Version 1 had no incarnation (its bytes 12-15 were zero): a peer of that coc is told
+    # apart by its version byte, and the gateway's log says what to do.
+    me = open_engine(1)
+    gw = gateway(GW, peers={1: me.address}, routes={1: [[1, 1]]})
+    old = _tcp(gw.address)
+    old.sendall(b"COCH" + struct.pack("<BBHII", 1, 1, 0, 7, 0) + os.urandom(32))
+    assert len(_read(old, 48)) == 48                # its hello, then the end
+    assert _read(old, 1) == b""
+    old.close()
+    deadline = time.monotonic() + TIMEOUT
+    while b"handshake version 1" not in (gw.log.seek(0) or gw.log.read()):
+        assert time.monotonic() < deadline, gw.stats()
+        time.sleep(0.01)
+    gw.log.seek(0)
+    assert b"this one speaks 2): use one coc release" in gw.log.read()
 
 
 WINDOW = 1 << 20   # the gateway's forwarding window in the test below
