@@ -287,8 +287,7 @@ int coc__hs_proof(coc__conn *c, const uint8_t *bytes)
                 p = NULL;
             }
         }
-        coc__conn *had = p ? coc__conn_get(e, p->conn_key) : NULL;
-        if (p && (!had || had->state == COC__CS_DEAD)) {
+        if (p && !coc__peer_conn(e, p)) {
             /* reuse an accepted connection for sending back (also in place of one the
              * twin check just failed: a dial back then finds this one) */
             p->conn_key = c->key;
