@@ -16,7 +16,7 @@ import pytest
 
 from coc import errors, keys
 from coc._native import engine
-from engine_peers import SECRET
+from engine_peers import SECRET, cpu_seconds, gateway_log, wait_for_log
 from hang_bounds import scaled
 
 TIMEOUT = scaled(30.0)
@@ -152,8 +152,7 @@ def test_a_frame_with_another_endpoints_source_is_dropped_at_the_gateway(open_en
     honest.close()
     stats = gw.stats()
     assert stats["protocol_errors"] == 1 and stats["duplicate_ids"] == 0, stats
-    gw.log.seek(0)
-    assert b"sent a frame with source endpoint 5" in gw.log.read()
+    assert "sent a frame with source endpoint 5" in gateway_log(gw)
 
 
 def test_a_second_connection_for_a_connected_id_is_refused_and_the_first_keeps_working(
@@ -170,8 +169,7 @@ def test_a_second_connection_for_a_connected_id_is_refused_and_the_first_keeps_w
     first.close()
     stats = gw.stats()
     assert stats["duplicate_ids"] == 1 and stats["auth_failures"] == 0, stats
-    gw.log.seek(0)
-    assert b"refused: endpoint 7 is connected already (tcp from 127.0.0.1:" in gw.log.read()
+    assert "refused: endpoint 7 is connected already (tcp from 127.0.0.1:" in gateway_log(gw)
 
 
 def test_a_hello_of_the_older_handshake_is_refused_naming_the_versions(open_engine, gateway):
@@ -184,12 +182,7 @@ def test_a_hello_of_the_older_handshake_is_refused_naming_the_versions(open_engi
     assert len(_read(old, 48)) == 48                # its hello, then the end
     assert _read(old, 1) == b""
     old.close()
-    deadline = time.monotonic() + TIMEOUT
-    while b"handshake version 1" not in (gw.log.seek(0) or gw.log.read()):
-        assert time.monotonic() < deadline, gw.stats()
-        time.sleep(0.01)
-    gw.log.seek(0)
-    assert b"this one speaks 2): use one coc release" in gw.log.read()
+    wait_for_log(gw, "an older coc (handshake version 1; this one speaks 2): use one coc release")
 
 
 WINDOW = 1 << 20   # the gateway's forwarding window in the test below
@@ -246,16 +239,9 @@ def test_a_connection_closed_with_frames_unread_is_replaced_not_defended(
     assert me.irecv(out, 7, tag=4).wait(TIMEOUT).count == 5 and out == b"again"
     stats = gw.stats()
     assert stats["duplicate_ids"] == 0, stats
-    gw.log.seek(0)
-    assert b"closed; replaced by a new connection" in gw.log.read()
+    assert "closed; replaced by a new connection" in gateway_log(gw)
     new.close()
     deaf.close()
-
-
-def _cpu_seconds(pid):
-    """User + system CPU time of process ``pid`` so far (/proc/PID/stat)."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_a_paused_connection_whose_peer_hung_up_waits_without_spinning(
@@ -270,9 +256,9 @@ def test_a_paused_connection_whose_peer_hung_up_waits_without_spinning(
     old.close()
     time.sleep(0.2)                                   # the hang-up reaches the gateway
     forwarded = gw.stats()["frames_forwarded"]
-    cpu = _cpu_seconds(gw.pid)
+    cpu = cpu_seconds(gw.pid)
     time.sleep(1.0)
-    assert _cpu_seconds(gw.pid) - cpu < 0.3           # asleep, not woken round after round
+    assert cpu_seconds(gw.pid) - cpu < 0.3           # asleep, not woken round after round
     deaf.settimeout(TIMEOUT)                          # 2 reads: the window drains
     deadline = time.monotonic() + TIMEOUT
     while gw.stats()["frames_forwarded"] <= forwarded + 4:
