@@ -470,5 +470,9 @@ def test_an_endpoint_redialing_a_gateway_that_stopped_reading_it_is_not_refused_
         assert recv.wait(scaled(30)).count == 5 and out == b"again"
         assert gw.stats()["duplicate_ids"] == 0, gateway_log(gw)
         wait_for_log(gw, "replaced by its endpoint's new connection")
+        # the dial back of 1 after its old connection ended finds the new one and dials
+        # nothing: one connection each to 1, 2 and 3
+        wait_for_log(gw, "endpoint 1 answers a new connection")
+        assert gw.stats()["connections_open"] == 3, gateway_log(gw)
     finally:
         os.kill(deaf.proc.pid, signal.SIGKILL)
