@@ -23,8 +23,8 @@ import os
 import statistics
 import sys
 
+from pingpongs import median_half_round_trip, message_object
 from roundtrips import buffer_round_trip, object_round_trip, run_two_ranks
-from small_messages import _object, _pingpong
 
 PHASES = ("Send/Recv 8 B", "send/recv None", "send/recv 100-byte dict")
 TIMEOUT = 600
@@ -41,14 +41,14 @@ def rank_main(kind, rounds, count):
         comm, wtime = MPI.COMM_WORLD, MPI.Wtime
     rank = comm.Get_rank()
     peer = 1 - rank
-    buf, obj = np.zeros(8, np.uint8), _object("small")
+    buf, obj = np.zeros(8, np.uint8), message_object("small")
     bodies = {PHASES[0]: lambda: buffer_round_trip(comm, buf, rank, peer),
               PHASES[1]: lambda: object_round_trip(comm, None, rank, peer),
               PHASES[2]: lambda: object_round_trip(comm, obj, rank, peer)}
     out = {name: [] for name in PHASES}
     for r in range(rounds):
         for name in PHASES[r % 3:] + PHASES[:r % 3]:
-            out[name].append(_pingpong(comm, wtime, rank, peer, bodies[name], count))
+            out[name].append(median_half_round_trip(comm, wtime, rank, peer, bodies[name], count))
     comm.Barrier()
     if rank == 0:
         print("RESULT " + json.dumps(out), flush=True)

@@ -37,7 +37,10 @@ import statistics
 import subprocess
 import sys
 import time
+import tempfile
 from pathlib import Path
+
+from perfstat import syscall_counts
 
 WINDOW = 64
 TIMEOUT = 600
@@ -80,7 +83,6 @@ class SyscallCount:
     """``perf stat`` attached to processes (``{pid: name}``) until :meth:`stop`."""
 
     def __init__(self, pids):
-        import tempfile
         events = ",".join(f"syscalls:sys_enter_{name}" for name in SYSCALLS)
         self.runs = {}
         for pid, name in pids.items():
@@ -104,12 +106,7 @@ class SyscallCount:
 
 def parse_perf(text, messages):
     """Return ``{syscall: calls per message}`` from ``perf stat -x,`` output."""
-    calls = {}
-    for line in text.splitlines():
-        fields = line.split(",")
-        if len(fields) > 2 and fields[2].startswith("syscalls:sys_enter_") and fields[0].isdigit():
-            calls[fields[2][len("syscalls:sys_enter_"):]] = int(fields[0]) / messages
-    return calls
+    return {name: calls / messages for name, calls in syscall_counts(text).items()}
 
 
 def netns_of(pid):
@@ -235,6 +232,7 @@ def run_relays(tb, mode, count, pin, syscalls=False):
     tools, prefix = native_tools(), list(PIN) if pin else []
     tuning = ["-b", str(engine_sockbuf())] if engine_sockbuf() else []
     procs = {}
+    scratch = tempfile.TemporaryDirectory(prefix="permsg-")  # the client's perf file
 
     def start(host, tool, *args):
         p = tb.popen(host, [*prefix, str(tools[tool]), *tuning, *map(str, args)],
@@ -254,8 +252,8 @@ def run_relays(tb, mode, count, pin, syscalls=False):
         t0 = time.perf_counter()
         wrap = []
         if syscalls:  # the client is counted from its start (a C program: a few calls)
-            client_perf = f"/tmp/permsg-client-{os.getpid()}.perf"
-            wrap = ["perf", "stat", "-x,", "-o", client_perf, "-e",
+            client_perf = Path(scratch.name) / "client.perf"
+            wrap = ["perf", "stat", "-x,", "-o", str(client_perf), "-e",
                     ",".join(f"syscalls:sys_enter_{name}" for name in SYSCALLS), "--"]
         client = tb.popen("a1", [*wrap, *prefix, str(tools["coc_pingpong"]), *tuning, "client",
                                  agw_lan, port, spec], stdout=subprocess.PIPE, text=True)
@@ -283,9 +281,9 @@ def run_relays(tb, mode, count, pin, syscalls=False):
     if syscalls:
         for name, calls in perf.stop(messages).items():
             rows[name]["syscalls"] = calls
-        rows["client a1"]["syscalls"] = parse_perf(Path(client_perf).read_text(), messages)
-        os.unlink(client_perf)
+        rows["client a1"]["syscalls"] = parse_perf(client_perf.read_text(), messages)
         result["packets"] = packets_per_message(sent, sent_after, messages)
+    scratch.cleanup()
     return result
 
 

@@ -33,6 +33,7 @@ import time
 from functools import partial
 from pathlib import Path
 
+from pingpongs import median_half_round_trip, message_object
 from roundtrips import buffer_round_trip, object_round_trip
 
 SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20]
@@ -57,27 +58,7 @@ def _rate_count(size, quick):
     return (WINDOW * (40 if quick else 200)) if size <= 4096 else WINDOW * (4 if quick else 20)
 
 
-def _object(kind):
-    import numpy as np
-    if kind == "small":       # about 100 bytes pickled
-        return {"step": 7, "name": "halo", "value": 3.25, "ids": [1, 2, 3, 4, 5, 6, 7, 8]}
-    return {"step": 7, "data": np.zeros((1 << 20) // 8)}
-
-
 # -- one rank ---------------------------------------------------------------------------------
-def _pingpong(comm, wtime, rank, peer, body, iterations):
-    """Return the median half round trip of ``body`` (one round trip on rank 0)."""
-    for _ in range(iterations // 10 + 2):
-        body()
-    comm.Barrier()
-    times = []
-    for _ in range(iterations):
-        t0 = wtime()
-        body()
-        times.append(wtime() - t0)
-    return statistics.median(times) / 2
-
-
 def measure(comm, wtime, quick):
     """Return ``{"latency": {size: s}, "object": {kind: s}, "rate": {size: msg/s}}``."""
     import numpy as np
@@ -85,11 +66,11 @@ def measure(comm, wtime, quick):
     out = {"latency": {}, "object": {}, "rate": {}}
     for size in QUICK_SIZES if quick else SIZES:
         pingpong = partial(buffer_round_trip, comm, np.zeros(size, np.uint8), rank, peer)
-        out["latency"][size] = _pingpong(comm, wtime, rank, peer, pingpong,
+        out["latency"][size] = median_half_round_trip(comm, wtime, rank, peer, pingpong,
                                          _iterations(size, quick))
     for title, kind in OBJECTS.items():
-        objpong = partial(object_round_trip, comm, _object(kind), rank, peer)
-        out["object"][title] = _pingpong(comm, wtime, rank, peer, objpong,
+        objpong = partial(object_round_trip, comm, message_object(kind), rank, peer)
+        out["object"][title] = median_half_round_trip(comm, wtime, rank, peer, objpong,
                                          _iterations(8 if kind == "small" else 1 << 20, quick))
     for size in RATE_SIZES:
         bufs = [np.zeros(size, np.uint8) for _ in range(WINDOW)]

@@ -35,6 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+from perfstat import syscall_counts
 
 PIN = ("taskset", "-c", "0")
 TIMEOUT = 300
@@ -93,16 +96,6 @@ def _syscalls(path):
 
 SYSCALLS = ("futex", "epoll_wait", "epoll_pwait", "epoll_ctl", "sched_yield", "read", "write",
             "sendmsg", "recvmsg", "writev", "readv", "sendto", "recvfrom")
-
-
-def _perf_counts(path):
-    """Return {syscall: calls} from a ``perf stat -x,`` file of syscalls:sys_enter_* events."""
-    calls = {}
-    for line in open(path):
-        fields = line.strip().split(",")
-        if len(fields) > 2 and fields[2].startswith("syscalls:sys_enter_") and fields[0].isdigit():
-            calls[fields[2][len("syscalls:sys_enter_"):]] = int(fields[0])
-    return calls
 
 
 def _job_threads(root):
@@ -207,7 +200,8 @@ def run_job(pin, iterations, strace, env, perf=False, ranks=2, runnable=False):
         if line.startswith("RESULT "):
             calls = {}
             if summary:
-                counts = _perf_counts(summary) if perf else _syscalls(summary)
+                counts = (syscall_counts(Path(summary).read_text()) if perf
+                          else _syscalls(summary))
                 calls = {k: v / iterations / (ranks // 2) for k, v in counts.items()
                          if k in SYSCALLS and v}
                 os.unlink(summary)

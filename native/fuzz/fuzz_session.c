@@ -64,7 +64,7 @@ static size_t read_some(int fd, uint8_t *buf, size_t n, int ms)
 
 static int handshake(int fd)
 {
-    coc__hello me = {.role = COC__ROLE_CONNECTOR, .id = 7}, them;
+    coc__hello me = {.role = COC__ROLE_CONNECTOR, .id = 7, .incarnation = 7}, them;
     uint8_t b[COC__HELLO_LEN], proof[COC__PROOF_LEN];
     memset(me.nonce, 0x11, sizeof me.nonce);
     coc__hello_encode(&me, b);

@@ -23,7 +23,7 @@ static void save(const char *target, const char *name, const uint8_t *buf, size_
 static void wire_seed(const char *name, const coc__hdr *h, size_t n)
 {
     uint8_t buf[COC__HELLO_LEN + 8 * COC__HDR_LEN];
-    coc__hello hello = {.role = COC__ROLE_CONNECTOR, .id = 7};
+    coc__hello hello = {.role = COC__ROLE_CONNECTOR, .id = 7, .incarnation = 7};
     memset(hello.nonce, 0x42, sizeof hello.nonce);
     coc__hello_encode(&hello, buf);
     for (size_t i = 0; i < n; i++)

@@ -25,6 +25,12 @@ coc__conn *coc__conn_get(coc_engine *e, uint64_t key)
     return c && c->key == key ? c : NULL;
 }
 
+coc__conn *coc__peer_conn(coc_engine *e, const coc__peer *p)
+{
+    coc__conn *c = p && p->conn_key ? coc__conn_get(e, p->conn_key) : NULL;
+    return c && c->state != COC__CS_DEAD ? c : NULL;
+}
+
 void coc__conn_set_in(coc__conn *c, int on)
 {
     set_events(c, on ? c->events | COC__POLL_IN : c->events & ~COC__POLL_IN);
@@ -112,6 +118,7 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
     else if (outgoing && unix_ && e->shm_ring)
         coc__hs_shm_offer(c);
     c->mine.id = e->self;
+    c->mine.incarnation = e->incarnation;
     if (getrandom(c->mine.nonce, sizeof c->mine.nonce, 0) != sizeof c->mine.nonce) {
         shm_unmap(c);
         free(rbuf);
@@ -139,12 +146,11 @@ static coc__conn *conn_new(coc_engine *e, int fd, int outgoing, int unix_, uint3
 coc__conn *coc__conn_to(coc_engine *e, uint32_t hop, int *rc)
 {
     coc__peer *p = coc__map_get(&e->peers, hop);
-    if (p && p->conn_key) {
-        coc__conn *c = coc__conn_get(e, p->conn_key);
-        if (c && c->state != COC__CS_DEAD)
-            return c;
+    coc__conn *live = coc__peer_conn(e, p);
+    if (live)
+        return live;
+    if (p)
         p->conn_key = 0;
-    }
     if (!p || (!p->ip[0] && !p->unix_name[0])) {
         coc__log(e, "no address known for endpoint %u (add_peer was not called)", hop);
         *rc = COC_ENOROUTE;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -294,6 +295,8 @@ int coc_engine_open(const coc_engine_config *cfg, coc_engine **out)
     atomic_store(&e->spin_budget, e->cfg.spin_ns > 0 ? e->cfg.spin_ns : 0);
     e->liveness_ns = liveness_ns(e->cfg.liveness_ms);
     e->self = cfg->self_id;
+    while (!e->incarnation && getrandom(&e->incarnation, sizeof e->incarnation, 0) >= 0)
+        ;
     e->forward = (cfg->flags & COC_ENGINE_FORWARD) != 0;
     e->hold_ns = coc__conn_hold_ns(&e->cfg, e->forward);
     e->shm_ring = shm_ring(cfg, e->forward);

@@ -376,7 +376,8 @@ struct coc_engine {
     void *fwd_items;                   /* free forwarding items (forward.c), linked through their
                                         * first bytes; pool_bytes counts them too */
     uint64_t hot;                      /* plock: key of the connection that brought the last
-                                          frame; a spinner reads it first (progress.c) */
+                                          frame; a spinner reads it first (progress.c) */    uint32_t incarnation;              /* random, nonzero, in every hello: tells this process's
+                                        * redial from another claiming its id (handshake.c) */
 };
 
 /* engine.c */
@@ -416,6 +417,9 @@ void coc__wait_unended(coc_engine *e);                      /* a wait timed out 
 
 /* conn.c, conn_rx.c, conn_tx.c (send side under lock; receive side under plock) */
 coc__conn *coc__conn_get(coc_engine *e, uint64_t key);
+/* The connection peer entry p names (the one we send to that peer on), if it is alive: not
+ * DEAD, though perhaps still in its handshake; NULL when p is NULL or names none. */
+coc__conn *coc__peer_conn(coc_engine *e, const coc__peer *p);
 coc__conn *coc__conn_to(coc_engine *e, uint32_t hop, int *rc);      /* connect if needed */
 int coc__conn_accept(coc_engine *e, int lfd, int unix_);             /* plock + lock */
 void coc__conn_event(coc_engine *e, coc__conn *c, unsigned events); /* plock */

@@ -192,10 +192,9 @@ static uint32_t next_data_hop(coc__route *large, uint32_t len, uint32_t from)
 static coc__conn *remembered_out(coc__conn *c, const coc__hdr *h)
 {
     if (h->type == COC__DATA || c->fwd_gen != coc__route_gen() || c->fwd_source != h->source ||
-        c->fwd_dest != h->dest || !c->fwd_peer->conn_key)
+        c->fwd_dest != h->dest)
         return NULL;
-    coc__conn *out = coc__conn_get(c->e, c->fwd_peer->conn_key);
-    return out && out->state != COC__CS_DEAD ? out : NULL;
+    return coc__peer_conn(c->e, c->fwd_peer);
 }
 
 static void remember_out(coc__conn *c, const coc__hdr *h, uint32_t hop)

@@ -202,13 +202,17 @@ static int ended(const coc__conn *x)
 }
 
 /*
- * lock: another accepted, open connection from the same endpoint id, whose other end has
- * not closed, or NULL. An endpoint dials each peer once (it reuses the connection, or an
+ * lock: another accepted, open connection from the same endpoint id that is still that
+ * endpoint's, or NULL. An endpoint dials each peer once (it reuses the connection, or an
  * accepted one), so a second one while the first is alive is a second process claiming
- * the id: refused, whatever it proved. One whose other end closed is being replaced (its
- * endpoint judged it dead and dialed again): it is failed now, with any frames of it still
- * unread, and the new one accepted. Those frames are not lost: the endpoint that closed
- * the connection by its verdict sends again what is unacknowledged (or failed the sends).
+ * the id: refused, whatever it proved. The first is no longer the endpoint's when it comes
+ * from the same process (the same incarnation in its hello: the endpoint judged it dead and
+ * dialed again) or when its other end closed it. Such a one is failed now, with any frames
+ * of it still unread, and the new one accepted. The incarnation decides where the end of
+ * stream cannot: over TCP, a close's FIN waits behind bytes the endpoint could not send yet
+ * (our receive window is shut while we do not read a paused connection). The unread frames
+ * are not lost: the endpoint that closed the connection by its verdict sends again what is
+ * unacknowledged (or failed the sends).
  */
 static const coc__conn *live_twin(coc__conn *c)
 {
@@ -218,9 +222,12 @@ static const coc__conn *live_twin(coc__conn *c)
         if (!x || x == c || x->outgoing || x->state != COC__CS_OPEN || x->bye ||
             x->peer_id != c->peer_id)
             continue;
-        if (!ended(x))
+        if (x->theirs.incarnation == c->theirs.incarnation)
+            coc__conn_fail(x, COC_EPEERLOST, "replaced by its endpoint's new connection");
+        else if (!ended(x))
             return x;
-        coc__conn_fail(x, COC_EPEERLOST, "closed; replaced by a new connection");
+        else
+            coc__conn_fail(x, COC_EPEERLOST, "closed; replaced by a new connection");
     }
     return NULL;
 }
@@ -280,8 +287,7 @@ int coc__hs_proof(coc__conn *c, const uint8_t *bytes)
                 p = NULL;
             }
         }
-        coc__conn *had = p ? coc__conn_get(e, p->conn_key) : NULL;
-        if (p && (!had || had->state == COC__CS_DEAD)) {
+        if (p && !coc__peer_conn(e, p)) {
             /* reuse an accepted connection for sending back (also in place of one the
              * twin check just failed: a dial back then finds this one) */
             p->conn_key = c->key;

@@ -181,7 +181,7 @@ int coc_engine_peer_connected(coc_engine *e, uint32_t id)
         return COC_EINVAL;
     pthread_mutex_lock(&e->lock);
     coc__peer *p = coc__map_get(&e->peers, id);
-    coc__conn *c = p && p->conn_key ? coc__conn_get(e, p->conn_key) : NULL;
+    coc__conn *c = coc__peer_conn(e, p);
     int open = c && c->authed && c->state == COC__CS_OPEN;
     pthread_mutex_unlock(&e->lock);
     return open;
@@ -195,7 +195,7 @@ int coc_engine_set_peer_delay(coc_engine *e, uint32_t id, uint64_t delay_ns)
     coc__peer *p = peer_entry(e, id);
     if (p) {
         p->delay_ns = delay_ns;
-        coc__conn *c = coc__conn_get(e, p->conn_key);
+        coc__conn *c = coc__peer_conn(e, p);
         if (c)
             c->delay_ns = delay_ns;
     }

@@ -370,9 +370,7 @@ int coc__rel_rerouted(coc_engine *e, uint32_t dest, uint32_t hop)
     if (!coc__route_has(&d->route[0], hop) && !coc__route_has(&d->route[1], hop))
         return 1;
     /* still a hop: moved to a new connection to it (reroute: the hop answered again) */
-    coc__peer *p = coc__map_get(&e->peers, hop);
-    coc__conn *c = p && p->conn_key ? coc__conn_get(e, p->conn_key) : NULL;
-    return c && c->state != COC__CS_DEAD;
+    return coc__peer_conn(e, coc__map_get(&e->peers, hop)) != NULL;
 }
 
 /* Put a receive that was being filled back at the front of the posted queue. */

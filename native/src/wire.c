@@ -152,12 +152,12 @@ static const uint8_t hello_magic[4] = {'C', 'O', 'C', 'H'};
 void coc__hello_encode(const coc__hello *h, uint8_t out[COC__HELLO_LEN])
 {
     memcpy(out, hello_magic, 4);
-    out[4] = COC__WIRE_VERSION;
+    out[4] = COC__HELLO_VERSION;
     out[5] = h->role;
     out[6] = (uint8_t)h->flags;
     out[7] = (uint8_t)(h->flags >> 8);
     put32(out + 8, h->id);
-    put32(out + 12, 0);
+    put32(out + 12, h->incarnation);
     memcpy(out + 16, h->nonce, COC__NONCE_LEN);
 }
 
@@ -165,8 +165,10 @@ int coc__hello_decode(const uint8_t in[COC__HELLO_LEN], coc__hello *h, const cha
 {
     if (memcmp(in, hello_magic, 4) != 0)
         BAD("not a coc peer (bad preamble magic)");
-    if (in[4] != COC__WIRE_VERSION)
-        BAD("unsupported protocol version");
+    if (in[4] < COC__HELLO_VERSION)
+        BAD("an older coc (handshake version 1; this one speaks 2): use one coc release");
+    if (in[4] > COC__HELLO_VERSION)
+        BAD("a newer coc (handshake version above 2, this one's): use one coc release");
     h->role = in[5];
     h->flags = (uint16_t)(in[6] | in[7] << 8);
     h->id = get32(in + 8);
@@ -178,8 +180,9 @@ int coc__hello_decode(const uint8_t in[COC__HELLO_LEN], coc__hello *h, const cha
         BAD("preamble names two compressors");
     if ((h->flags & COC__HELLO_SHM) && (h->flags & COC__HELLO_RECORDS))
         BAD("preamble asks for shared memory and the record layer together");
-    if (get32(in + 12) != 0)
-        BAD("reserved preamble bytes not zero");
+    h->incarnation = get32(in + 12);
+    if (h->incarnation == 0)
+        BAD("no incarnation in the preamble (zero)");
     memcpy(h->nonce, in + 16, COC__NONCE_LEN);
     return 0;
 }
@@ -205,10 +208,12 @@ void coc__proof(const uint8_t *key, size_t key_len, uint8_t prover_role,
                 const coc__hello *connector, const coc__hello *acceptor,
                 uint8_t out[COC__PROOF_LEN])
 {
-    static const char label[] = "coc-auth-2";
-    uint8_t ids[8];
+    static const char label[] = "coc-auth-3";
+    uint8_t ids[16];
     put32(ids, connector->id);
     put32(ids + 4, acceptor->id);
+    put32(ids + 8, connector->incarnation);
+    put32(ids + 12, acceptor->incarnation);
     const coc__bytes parts[] = {{label, sizeof label - 1}, {&prover_role, 1},
                                 {connector->nonce, COC__NONCE_LEN},
                                 {acceptor->nonce, COC__NONCE_LEN}, {ids, sizeof ids}};

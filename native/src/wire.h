@@ -11,6 +11,8 @@
 
 #define COC__WIRE_MAGIC 0xC0
 #define COC__WIRE_VERSION 1
+/* The hello's own version: 2 added the incarnation (wire-protocol.md, "Handshake"). */
+#define COC__HELLO_VERSION 2
 #define COC__HDR_LEN 64
 #define COC__MAX_PAYLOAD (16u << 20)            /* largest frame payload anyone may send */
 #define COC__MAX_MESSAGE ((uint64_t)1 << 40)    /* largest message (1 TiB) */
@@ -70,6 +72,7 @@ typedef struct coc__hello {
     uint8_t role;
     uint16_t flags;
     uint32_t id;
+    uint32_t incarnation; /* the sending engine's, random and nonzero, fixed while it is open */
     uint8_t nonce[COC__NONCE_LEN];
 } coc__hello;
 
@@ -78,8 +81,8 @@ int coc__hello_decode(const uint8_t in[COC__HELLO_LEN], coc__hello *h, const cha
 
 /*
  * The proof that `prover_role` holds the key of this pair of endpoints (coc_pair_key):
- * HMAC-SHA256(key, "coc-auth-2" || prover_role || connector nonce || acceptor nonce ||
- * connector id || acceptor id).
+ * HMAC-SHA256(key, "coc-auth-3" || prover_role || connector nonce || acceptor nonce ||
+ * connector id || acceptor id || connector incarnation || acceptor incarnation).
  */
 void coc__proof(const uint8_t *key, size_t key_len, uint8_t prover_role,
                 const coc__hello *connector, const coc__hello *acceptor,

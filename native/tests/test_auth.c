@@ -96,6 +96,8 @@ static int raw_peer(coc_engine *e, uint32_t id, const uint8_t *secret, size_t sl
     int fd = raw_connect(e);
     coc__hello me = {.role = COC__ROLE_CONNECTOR, .id = id}, them;
     getrandom(me.nonce, sizeof me.nonce, 0);
+    getrandom(&me.incarnation, sizeof me.incarnation, 0);
+    me.incarnation |= 1; /* another process each time: never 0, as in an engine */
     uint8_t b[COC__HELLO_LEN], proof[COC__PROOF_LEN];
     coc__hello_encode(&me, b);
     CHECK(write(fd, b, sizeof b) == sizeof b);
@@ -267,7 +269,7 @@ int main(void)
     coc_request_free(s1);
     uint64_t before = stat_wait(k, offsetof(coc_stats, auth_failures), 0);
     fd = raw_connect(k);
-    coc__hello claim = {.role = COC__ROLE_CONNECTOR, .id = 9};
+    coc__hello claim = {.role = COC__ROLE_CONNECTOR, .id = 9, .incarnation = 9};
     uint8_t hb[COC__HELLO_LEN];
     coc__hello_encode(&claim, hb);
     CHECK(write(fd, hb, sizeof hb) == sizeof hb);

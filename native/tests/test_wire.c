@@ -98,21 +98,26 @@ int main(void)
     CHECK(coc__hdr_decode(b, &back, &why) == COC_EPROTO && strstr(why, "version"));
 
     /* handshake preamble */
-    coc__hello hi = {.role = COC__ROLE_CONNECTOR, .flags = COC__HELLO_GATEWAY, .id = 42}, hb;
+    coc__hello hi = {.role = COC__ROLE_CONNECTOR, .flags = COC__HELLO_GATEWAY, .id = 42,
+                     .incarnation = 0x01020304}, hb;
     memset(hi.nonce, 0xab, sizeof hi.nonce);
     uint8_t hb_bytes[COC__HELLO_LEN];
     coc__hello_encode(&hi, hb_bytes);
     CHECK(memcmp(hb_bytes, "COCH", 4) == 0);
     CHECK(coc__hello_decode(hb_bytes, &hb, NULL) == 0 && hb.id == 42 && hb.role == hi.role &&
-          hb.flags == hi.flags && memcmp(hb.nonce, hi.nonce, sizeof hi.nonce) == 0);
+          hb.flags == hi.flags && hb.incarnation == hi.incarnation &&
+          memcmp(hb.nonce, hi.nonce, sizeof hi.nonce) == 0);
     hb_bytes[5] = 3;
     CHECK(coc__hello_decode(hb_bytes, &hb, &why) == COC_EPROTO);
     coc__hello_encode(&hi, hb_bytes);
     hb_bytes[7] = 0x80;
     CHECK(coc__hello_decode(hb_bytes, &hb, &why) == COC_EPROTO);
     coc__hello_encode(&hi, hb_bytes);
-    hb_bytes[12] = 1;
-    CHECK(coc__hello_decode(hb_bytes, &hb, &why) == COC_EPROTO);
+    memset(hb_bytes + 12, 0, 4); /* every engine has an incarnation */
+    CHECK(coc__hello_decode(hb_bytes, &hb, &why) == COC_EPROTO && strstr(why, "incarnation"));
+    coc__hello_encode(&hi, hb_bytes);
+    hb_bytes[4] = 1; /* the handshake before the incarnation: named, not just refused */
+    CHECK(coc__hello_decode(hb_bytes, &hb, &why) == COC_EPROTO && strstr(why, "version 1"));
     coc__hello_encode(&hi, hb_bytes);
     memcpy(hb_bytes, "HTTP", 4);
     CHECK(coc__hello_decode(hb_bytes, &hb, &why) == COC_EPROTO);
@@ -125,8 +130,8 @@ int main(void)
     coc__hello_encode(&both, hb_bytes);
     CHECK(coc__hello_decode(hb_bytes, &hb, NULL) == 0 && hb.flags == both.flags);
 
-    /* proofs differ by role, nonce, id and secret */
-    coc__hello acc = {.role = COC__ROLE_ACCEPTOR, .id = 7};
+    /* proofs differ by role, nonce, id, incarnation and secret */
+    coc__hello acc = {.role = COC__ROLE_ACCEPTOR, .id = 7, .incarnation = 5};
     const uint8_t s1[] = "0123456789abcdef", s2[] = "0123456789abcdeg";
     uint8_t p1[32], p2[32];
     coc__proof(s1, 16, COC__ROLE_CONNECTOR, &hi, &acc, p1);
@@ -138,6 +143,10 @@ int main(void)
     coc__proof(s1, 16, COC__ROLE_CONNECTOR, &hi, &acc, p2);
     CHECK(memcmp(p1, p2, 32) != 0);
     acc.id = 7;
+    acc.incarnation = 6;
+    coc__proof(s1, 16, COC__ROLE_CONNECTOR, &hi, &acc, p2);
+    CHECK(memcmp(p1, p2, 32) != 0);
+    acc.incarnation = 5;
     acc.nonce[0] = 1;
     coc__proof(s1, 16, COC__ROLE_CONNECTOR, &hi, &acc, p2);
     CHECK(memcmp(p1, p2, 32) != 0);

@@ -132,8 +132,7 @@ def gateway():
     yield start
     for gw, log in started:
         gw.kill()
-        log.seek(0)
-        text = log.read().decode(errors="replace")
+        text = engine_peers.gateway_log(gw)
         if text:
             print(f"--- gateway {gw.pid} log ---\n{text}")
         log.close()

@@ -4,6 +4,7 @@ Each scenario is ``scenario(eng, conn, **args)``: ``eng`` is the child's open en
 peers and routes set, ``conn`` the pipe to the test; the return value goes back to the test.
 """
 
+import contextlib
 import os
 import signal
 import time
@@ -49,10 +50,59 @@ def rss_bytes(pid):
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
+def proc_stat(pid):
+    """The fields of /proc/PID/stat after the command name (state first)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def minor_faults(pid):
     """Return how many minor page faults process ``pid`` has taken (fresh pages touched)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[7])
+    return int(proc_stat(pid)[7])
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of process ``pid`` so far."""
+    fields = proc_stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def sigstopped(pid):
+    """Keep process ``pid`` stopped (SIGSTOP) for the ``with`` block; resume it however the
+    block ends."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def gateway_log(gw):
+    """A gateway daemon's log so far (its stderr file, which the ``gateway`` fixture keeps)."""
+    gw.log.seek(0)
+    return gw.log.read().decode(errors="replace")
+
+
+def wait_for_log(gw, *texts):
+    """Wait until the gateway's log has a line with one of ``texts`` (the daemon moves its
+    engine's lines there every ``log_interval``); fail with the log if none comes."""
+    deadline = time.monotonic() + TIMEOUT
+    while not any(text in gateway_log(gw) for text in texts):
+        assert time.monotonic() < deadline, f"no {texts} in the gateway's log:\n{gateway_log(gw)}"
+        time.sleep(0.05)
+
+
+def round_trips(me, peer, sizes):
+    """Send message i of ``sizes[i]`` bytes to ``peer`` (an ``echo`` child) with tag i and
+    check that the same bytes come back."""
+    for i, size in enumerate(sizes):
+        data = payload(i, size)
+        out = np.zeros(size, dtype=np.uint8)
+        r = me.irecv(out, peer, tag=i)
+        me.isend(data, peer, tag=i).wait(TIMEOUT)
+        assert r.wait(TIMEOUT).count == size
+        assert (out == data).all()
 
 
 def payload(seq, size):

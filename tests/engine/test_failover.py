@@ -11,13 +11,14 @@ processes (:class:`coc.gateway.GatewayProcess`) that the tests kill. Two shapes:
 import os
 import random
 import signal
-import threading
 import time
 
 import numpy as np
 import pytest
 
 from coc import errors
+from coc.bench.engine import tcp_only as _tcp
+from engine_peers import gateway_log, sigstopped, wait_for_log
 from hang_bounds import scaled
 
 SIZES = (8, 1000, 65536, 300_000, 2_000_000)   # eager and rendezvous (several fragments)
@@ -227,32 +228,14 @@ def test_a_frame_stalled_by_a_stopped_gateway_does_not_look_like_a_dead_one(
     while min(gw.stats()["bytes_forwarded"] for gw in far) < (8 << 20):
         assert time.monotonic() < deadline, "the large message never started on both lanes"
         time.sleep(0.002)
-    os.kill(gws[victim].pid, signal.SIGSTOP)
-    try:
+    with sigstopped(gws[victim].pid):
         send.wait(scaled(60))
         recv.wait(scaled(60))
-    finally:
-        os.kill(gws[victim].pid, signal.SIGCONT)
     assert (got == data).all(), "the message arrived corrupted"
     log = b.take_log()
     assert not [line for line in log if "presumed dead" in line], \
         "endpoint 2 judged a live far gateway dead:\n" + "\n".join(log)
 
-
-
-def gateway_log(gw):
-    """The gateway daemon's log so far (its stderr file, which the fixture keeps)."""
-    gw.log.seek(0)
-    return gw.log.read().decode(errors="replace")
-
-
-def wait_for_log(gw, *texts):
-    """Wait until the gateway's log has a line with one of ``texts`` (the daemon moves its
-    engine's lines there every ``log_interval``); fail with the log if none comes."""
-    deadline = time.monotonic() + scaled(30)
-    while not any(text in gateway_log(gw) for text in texts):
-        assert time.monotonic() < deadline, f"no {texts} in the gateway's log:\n{gateway_log(gw)}"
-        time.sleep(0.05)
 
 
 def exchange_all(engines, size, tag):
@@ -303,15 +286,12 @@ def test_a_gateway_stopped_past_the_liveness_timeout_reports_no_live_endpoint_de
     across = {(src, dst): engines[dst].irecv(np.empty(64, dtype=np.uint8), src, tag=2)
               for dst in engines for src in engines if src != dst}
     stopped = gws[10]
-    os.kill(stopped.pid, signal.SIGSTOP)
-    try:
+    with sigstopped(stopped.pid):
         # every endpoint judges it (liveness timeout) and moves its routes to gateway 11
         deadline = time.monotonic() + scaled(30)
         while sum(e.stats()["failovers"] for e in engines.values()) < len(engines):
             assert time.monotonic() < deadline, "the endpoints never judged the stopped gateway"
             time.sleep(0.05)
-    finally:
-        os.kill(stopped.pid, signal.SIGCONT)
     logs = {i: [] for i in engines}
 
     def told():
@@ -367,12 +347,9 @@ def test_a_stopped_endpoint_is_reported_lost_when_its_dial_back_gets_no_answer(
     # receive from 2 fails naming it.
     me, child, gw = idle_child_behind_gateway
     req = me.irecv(bytearray(8), 2)
-    os.kill(child.proc.pid, signal.SIGSTOP)
-    try:
+    with sigstopped(child.proc.pid):
         with pytest.raises(errors.PeerLost, match="endpoint 2"):
             req.wait(scaled(30))
-    finally:
-        os.kill(child.proc.pid, signal.SIGCONT)
     wait_for_log(gw, "does not answer a new connection")
     assert gw.stats()["peers_dialed_back"] == 0
 
@@ -390,14 +367,11 @@ def test_a_near_gateway_stopped_and_resumed_reports_nothing_across_two_tiers(
     exchange_all([a, b], big, tag=1)
     across = b.irecv(np.empty(64, dtype=np.uint8), 1, tag=2)
     stopped = gws["ga1"]
-    os.kill(stopped.pid, signal.SIGSTOP)
-    try:
+    with sigstopped(stopped.pid):
         deadline = time.monotonic() + scaled(30)
         while a.stats()["failovers"] < 1:
             assert time.monotonic() < deadline, "endpoint 1 never judged the stopped gateway"
             time.sleep(0.05)
-    finally:
-        os.kill(stopped.pid, signal.SIGCONT)
     log = []
 
     def told():
@@ -438,14 +412,11 @@ def test_an_endpoint_redialing_its_stopped_gateway_is_not_refused_as_a_twin(
     while gw.stats()["bytes_forwarded"] < (4 << 20):
         assert time.monotonic() < deadline, "the large message never started"
         time.sleep(0.002)
-    os.kill(gw.pid, signal.SIGSTOP)
-    try:
+    with sigstopped(gw.pid):
         for req in (send, recv):   # the verdict on the silent gateway fails them
             with pytest.raises(errors.PeerLost):
                 req.wait(scaled(30))
         a.connect(10)               # its kernel accepts; the handshake waits for it
-    finally:
-        os.kill(gw.pid, signal.SIGCONT)
     count = 20
     bufs = [np.empty(SIZES[i % len(SIZES)], dtype=np.uint8) for i in range(count)]
     recvs = [b.irecv(buf, 1, tag=6) for buf in bufs]     # one tag: matched in send order
@@ -459,6 +430,49 @@ def test_an_endpoint_redialing_its_stopped_gateway_is_not_refused_as_a_twin(
     assert gw.stats()["duplicate_ids"] == 0, gateway_log(gw)
 
 
-def _tcp(address):
-    """The tcp:// entry of an address: the unix one would win on this host."""
-    return next(a for a in address.split() if a.startswith("tcp://"))
+
+def test_an_endpoint_redialing_a_gateway_that_stopped_reading_it_is_not_refused_as_a_twin(
+        open_engine, gateway, spawn, monkeypatch):
+    # Endpoint 1 streams a large message over TCP through gateway 10 to endpoint 2, a child
+    # that is stopped (SIGSTOP) mid-stream: the gateway's window towards 2 fills and it stops
+    # reading 1, whose socket buffers then fill too. 1 hears nothing from the gateway, judges
+    # it silent and closes its connection: its FIN waits behind the bytes it could not send,
+    # so the gateway cannot see that connection end. 1 dials the gateway again. The new
+    # connection comes from the same process (the incarnation in its hello): accepted, the
+    # old one dropped, and 1 talks to endpoint 3 through the gateway on it. Before the
+    # incarnation, the gateway refused it as a second process claiming endpoint 1.
+    a = open_engine(1)                                 # judges its gateway after 1.5 s
+    monkeypatch.setenv("COC_LIVENESS_MS", "600000")    # nobody else judges anybody
+    c = open_engine(3)
+    deaf = spawn(2, "recv_stream", source=1, sizes=[64 << 20])
+    gw = gateway(10, peers={1: _tcp(a.address), 2: _tcp(deaf.address), 3: _tcp(c.address)},
+                 routes={1: [[1, 1]], 2: [[2, 1]], 3: [[3, 1]]},
+                 options={"forward_window": 1 << 20})
+    deaf.connect({10: _tcp(gw.address)}, {1: [10]})
+    for eng, others in ((a, (2, 3)), (c, (1,))):
+        eng.add_peer(10, _tcp(gw.address))
+        for other in others:
+            eng.set_route(other, [10])
+    assert deaf.recv() == "posted"
+    send = a.isend(np.ones(64 << 20, dtype=np.uint8), 2)
+    deadline = time.monotonic() + scaled(30)
+    while gw.stats()["bytes_forwarded"] < (4 << 20):
+        assert time.monotonic() < deadline, "the large message never started"
+        time.sleep(0.002)
+    os.kill(deaf.proc.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(errors.PeerLost):           # 1's verdict on the silent gateway
+            send.wait(scaled(30))
+        a.connect(10)
+        out = bytearray(5)
+        recv = c.irecv(out, 1, tag=7)
+        a.isend(b"again", 3, tag=7).wait(scaled(30))
+        assert recv.wait(scaled(30)).count == 5 and out == b"again"
+        assert gw.stats()["duplicate_ids"] == 0, gateway_log(gw)
+        wait_for_log(gw, "replaced by its endpoint's new connection")
+        # the dial back of 1 after its old connection ended finds the new one and dials
+        # nothing: one connection each to 1, 2 and 3
+        wait_for_log(gw, "endpoint 1 answers a new connection")
+        assert gw.stats()["connections_open"] == 3, gateway_log(gw)
+    finally:
+        os.kill(deaf.proc.pid, signal.SIGKILL)

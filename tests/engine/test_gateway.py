@@ -1,7 +1,5 @@
 """Forwarding through gateway daemons (``python -m coc.gateway``) between real processes."""
 
-import os
-import signal
 import time
 
 import numpy as np
@@ -9,21 +7,12 @@ import pytest
 
 import engine_peers
 from coc import errors
+from engine_peers import gateway_log, round_trips, sigstopped
 from hang_bounds import scaled
 
 TIMEOUT = scaled(30.0)
 EAGER = 64 << 10
 SIZES = [0, 10, EAGER, EAGER + 1, 3 << 20]  # eager and rendezvous
-
-
-def _round_trips(me, peer, sizes):
-    for i, size in enumerate(sizes):
-        data = engine_peers.payload(i, size)
-        out = np.zeros(size, dtype=np.uint8)
-        r = me.irecv(out, peer, tag=i)
-        me.isend(data, peer, tag=i).wait(TIMEOUT)
-        assert r.wait(TIMEOUT).count == size
-        assert (out == data).all()
 
 
 def test_one_gateway_is_the_only_path(open_engine, spawn, gateway):
@@ -34,7 +23,7 @@ def test_one_gateway_is_the_only_path(open_engine, spawn, gateway):
     me.add_peer(2, child.address)  # known, yet the route says: through the gateway
     me.set_route(2, [10])
     child.connect({10: gw.address}, {1: [10]})
-    _round_trips(me, 2, SIZES)
+    round_trips(me, 2, SIZES)
     assert child.result() == len(SIZES)
     stats = gw.stats()
     assert stats["frames_forwarded"] >= 2 * len(SIZES)
@@ -54,7 +43,7 @@ def test_two_gateways_in_a_row(open_engine, spawn, gateway):
     me.add_peer(10, g1.address)
     me.set_route(2, [10])
     child.connect({11: g2.address}, {1: [11]})
-    _round_trips(me, 2, SIZES)
+    round_trips(me, 2, SIZES)
     assert child.result() == len(SIZES)
     for gw in (g1, g2):
         assert gw.stats()["frames_forwarded"] >= 2 * len(SIZES)
@@ -102,15 +91,12 @@ def test_gateway_memory_stays_bounded_when_receiver_stops_reading(open_engine, s
     child.connect({10: gw.address}, {1: [10]})
     assert child.recv() == "posted"
     baseline = engine_peers.rss_bytes(gw.pid)
-    os.kill(child.proc.pid, signal.SIGSTOP)
-    try:
+    with sigstopped(child.proc.pid):
         sends = [me.isend(engine_peers.payload(i, msg), 2) for i in range(count)]
         time.sleep(3)
         stalled = gw.stats()
         grown = engine_peers.rss_bytes(gw.pid) - baseline
         done = sum(r.done for r in sends)
-    finally:
-        os.kill(child.proc.pid, signal.SIGCONT)
     print(f"stalled: {stalled}, rss grown {grown}, sends done {done}")
     assert grown < bound, f"gateway grew by {grown >> 20} MiB while the receiver slept"
     assert stalled["forward_bytes_buffered"] < bound
@@ -135,8 +121,7 @@ def test_stranger_is_rejected_by_the_gateway(open_engine, spawn, gateway):
         req.wait(1.0)
     stats = gw.stop()["stats"]
     assert stats["auth_failures"] >= 1 and stats["frames_forwarded"] == 0
-    gw.log.seek(0)
-    assert b"auth" in gw.log.read().lower(), "the engine's log line did not reach stderr"
+    assert "auth" in gateway_log(gw).lower(), "the engine's log line did not reach stderr"
     req.cancel()
 
 
@@ -193,7 +178,7 @@ def test_gateway_forwards_frames_around_its_inline_size(open_engine, spawn, gate
     me.add_peer(10, gw.address)
     me.set_route(2, [10])
     child.connect({10: gw.address}, {1: [10]})
-    _round_trips(me, 2, sizes)
+    round_trips(me, 2, sizes)
     assert child.result() == len(sizes)
     assert gw.stats()["frames_forwarded"] >= 2 * len(sizes)
 
@@ -212,11 +197,11 @@ def test_gateway_follows_a_route_change_at_once(open_engine, spawn, gateway):
     me.add_peer(10, g1.address)
     me.set_route(2, [10])
     child.connect({10: g1.address}, {1: [10]})  # the echoes come back through g1 directly
-    _round_trips(me, 2, [8] * first)
+    round_trips(me, 2, [8] * first)
     before = [gw.stats()["frames_forwarded"] for gw in (g2, g3)]
     assert before[0] >= first and before[1] == 0, before
     g1.update(routes={2: [[12, 1]]})
-    _round_trips(me, 2, [8] * then)
+    round_trips(me, 2, [8] * then)
     after = [gw.stats()["frames_forwarded"] for gw in (g2, g3)]
     assert child.result() == first + then
     assert after[0] == before[0], f"frames still crossed the old hop: {before} -> {after}"

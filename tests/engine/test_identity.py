@@ -16,7 +16,7 @@ import pytest
 
 from coc import errors, keys
 from coc._native import engine
-from engine_peers import SECRET
+from engine_peers import SECRET, cpu_seconds, gateway_log, wait_for_log
 from hang_bounds import scaled
 
 TIMEOUT = scaled(30.0)
@@ -100,16 +100,20 @@ def _unix(address):
     return sock
 
 
-def _raw_endpoint(gw_address, self_id, unix=False):
-    """Do the handshake by hand as endpoint ``self_id`` with its key for the gateway."""
+def _raw_endpoint(gw_address, self_id, unix=False, incarnation=None):
+    """Do the handshake by hand as endpoint ``self_id`` with its key for the gateway, as
+    the process ``incarnation`` (a fresh random one unless given)."""
     sock = _unix(gw_address) if unix else _tcp(gw_address)
     nonce = os.urandom(32)
-    sock.sendall(b"COCH" + struct.pack("<BBHII", 1, 1, 0, self_id, 0) + nonce)
+    mine = incarnation or int.from_bytes(os.urandom(4), "little") | 1
+    sock.sendall(b"COCH" + struct.pack("<BBHII", 2, 1, 0, self_id, mine) + nonce)
     theirs = _read(sock, 48)
-    their_id, their_nonce = struct.unpack_from("<I", theirs, 8)[0], theirs[16:]
+    their_id, their_incarnation = struct.unpack_from("<II", theirs, 8)
+    their_nonce = theirs[16:]
     key = engine.pair_key(SECRET, self_id, their_id, b_gateway=True)
-    proof = hmac.new(key, b"coc-auth-2" + bytes([1]) + nonce + their_nonce +
-                     struct.pack("<II", self_id, their_id), hashlib.sha256).digest()
+    proof = hmac.new(key, b"coc-auth-3" + bytes([1]) + nonce + their_nonce +
+                     struct.pack("<IIII", self_id, their_id, mine, their_incarnation),
+                     hashlib.sha256).digest()
     sock.sendall(proof)
     assert len(_read(sock, 32)) == 32
     return sock
@@ -148,8 +152,7 @@ def test_a_frame_with_another_endpoints_source_is_dropped_at_the_gateway(open_en
     honest.close()
     stats = gw.stats()
     assert stats["protocol_errors"] == 1 and stats["duplicate_ids"] == 0, stats
-    gw.log.seek(0)
-    assert b"sent a frame with source endpoint 5" in gw.log.read()
+    assert "sent a frame with source endpoint 5" in gateway_log(gw)
 
 
 def test_a_second_connection_for_a_connected_id_is_refused_and_the_first_keeps_working(
@@ -166,8 +169,20 @@ def test_a_second_connection_for_a_connected_id_is_refused_and_the_first_keeps_w
     first.close()
     stats = gw.stats()
     assert stats["duplicate_ids"] == 1 and stats["auth_failures"] == 0, stats
-    gw.log.seek(0)
-    assert b"refused: endpoint 7 is connected already (tcp from 127.0.0.1:" in gw.log.read()
+    assert "refused: endpoint 7 is connected already (tcp from 127.0.0.1:" in gateway_log(gw)
+
+
+def test_a_hello_of_the_older_handshake_is_refused_naming_the_versions(open_engine, gateway):
+    # Version 1 had no incarnation (its bytes 12-15 were zero): a peer of that coc is told
+    # apart by its version byte, and the gateway's log says what to do.
+    me = open_engine(1)
+    gw = gateway(GW, peers={1: me.address}, routes={1: [[1, 1]]})
+    old = _tcp(gw.address)
+    old.sendall(b"COCH" + struct.pack("<BBHII", 1, 1, 0, 7, 0) + os.urandom(32))
+    assert len(_read(old, 48)) == 48                # its hello, then the end
+    assert _read(old, 1) == b""
+    old.close()
+    wait_for_log(gw, "an older coc (handshake version 1; this one speaks 2): use one coc release")
 
 
 WINDOW = 1 << 20   # the gateway's forwarding window in the test below
@@ -224,16 +239,9 @@ def test_a_connection_closed_with_frames_unread_is_replaced_not_defended(
     assert me.irecv(out, 7, tag=4).wait(TIMEOUT).count == 5 and out == b"again"
     stats = gw.stats()
     assert stats["duplicate_ids"] == 0, stats
-    gw.log.seek(0)
-    assert b"closed; replaced by a new connection" in gw.log.read()
+    assert "closed; replaced by a new connection" in gateway_log(gw)
     new.close()
     deaf.close()
-
-
-def _cpu_seconds(pid):
-    """User + system CPU time of process ``pid`` so far (/proc/PID/stat)."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_a_paused_connection_whose_peer_hung_up_waits_without_spinning(
@@ -248,9 +256,9 @@ def test_a_paused_connection_whose_peer_hung_up_waits_without_spinning(
     old.close()
     time.sleep(0.2)                                   # the hang-up reaches the gateway
     forwarded = gw.stats()["frames_forwarded"]
-    cpu = _cpu_seconds(gw.pid)
+    cpu = cpu_seconds(gw.pid)
     time.sleep(1.0)
-    assert _cpu_seconds(gw.pid) - cpu < 0.3           # asleep, not woken round after round
+    assert cpu_seconds(gw.pid) - cpu < 0.3           # asleep, not woken round after round
     deaf.settimeout(TIMEOUT)                          # 2 reads: the window drains
     deadline = time.monotonic() + TIMEOUT
     while gw.stats()["frames_forwarded"] <= forwarded + 4:

@@ -12,6 +12,7 @@ import pytest
 import engine_peers
 from coc import errors
 from coc._native import engine
+from engine_peers import sigstopped
 from hang_bounds import scaled
 
 TIMEOUT = scaled(30.0)
@@ -280,13 +281,10 @@ def test_sender_memory_stays_bounded_when_receiver_stops_reading(open_engine, sp
     assert child.recv() == "posted"
     data = engine_peers.payload(0, msg)
     baseline = engine_peers.rss_bytes(os.getpid())
-    os.kill(child.proc.pid, signal.SIGSTOP)
-    try:
+    with sigstopped(child.proc.pid):
         sends = [me.isend(data, 2) for _ in range(count)]
         time.sleep(2)
         grown = engine_peers.rss_bytes(os.getpid()) - baseline
-    finally:
-        os.kill(child.proc.pid, signal.SIGCONT)
     for r in sends:
         r.wait(120)
     child.result(timeout=scaled(120))

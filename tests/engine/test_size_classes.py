@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import engine_peers
-from coc import errors
 
 TIMEOUT = 30.0
 EAGER = 8 << 10          # small limits: many fragments per message, many messages per test

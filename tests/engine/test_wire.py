@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 
-import engine_peers
 from coc import errors
+from coc.bench.engine import tcp_only as _tcp
 from hang_bounds import scaled
 
 TIMEOUT = scaled(30.0)
@@ -22,11 +22,6 @@ SIZES = [0, 1, 100, 4095, EAGER, EAGER + 1, 200_000, 3 << 20]
 HANDSHAKE = 48 + 32  # a hello and a proof precede the records in each direction
 MARKER = b"coc-plaintext-marker-7f3a"  # must never cross an encrypted link readably
 LAYERS = [(True, "none"), (True, "zstd"), (False, "lz4"), (True, "lz4"), (False, "zstd")]
-
-
-def _tcp(address):
-    """The tcp:// entry of an engine address: in one process the unix one would win."""
-    return next(a for a in address.split() if a.startswith("tcp://"))
 
 
 def _data(size, compressible, seed):
