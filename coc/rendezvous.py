@@ -22,6 +22,7 @@ the rank's socket, pipes and environment from the agent over the Unix socket nam
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import signal
@@ -209,8 +210,8 @@ def serve_control(engine: _native.Engine, describe: Describe) -> threading.Threa
     """Answer coc-run over the rendezvous socket from a daemon thread, until it closes.
 
     ``status`` gets ``progress`` (bytes the engine has sent and received: it moves while
-    the job does) and ``pending`` (``describe(engine.pending())``: what this rank waits
-    for); ``exited`` tells the engine a rank has ended (:meth:`Engine.peer_exited`).
+    the job does), ``pending`` (``describe(engine.pending())``: what this rank waits
+    for) and ``log`` (the engine's latest log lines); ``exited`` tells the engine a rank has ended (:meth:`Engine.peer_exited`).
     Does nothing without a rendezvous socket (a process not started by coc-run).
     """
     sock = _state["socket"]
@@ -223,8 +224,13 @@ def serve_control(engine: _native.Engine, describe: Describe) -> threading.Threa
     return thread
 
 
+#: How many of the engine's latest log lines a ``status`` answer carries.
+STATUS_LOG_LINES = 12
+
+
 def _control_loop(sock: socket.socket, reader: protocol.MessageReader, engine: _native.Engine,
                   describe: Describe) -> None:
+    recent: collections.deque[str] = collections.deque(maxlen=STATUS_LOG_LINES)
     while True:
         try:
             message = _next(reader)
@@ -233,7 +239,7 @@ def _control_loop(sock: socket.socket, reader: protocol.MessageReader, engine: _
         try:
             if message["type"] == "status":
                 sock.sendall(protocol.encode({"type": "status", "id": message.get("id"),
-                                              **_status(engine, describe)}))
+                                              **_status(engine, describe, recent)}))
             elif message["type"] == "exited":
                 with contextlib.suppress(CocError):    # closed: nothing waits any more
                     engine.peer_exited(message["rank"])
@@ -241,12 +247,19 @@ def _control_loop(sock: socket.socket, reader: protocol.MessageReader, engine: _
             return
 
 
-def _status(engine: _native.Engine, describe: Describe) -> dict[str, Any]:
-    """Return what a ``status`` answer carries besides its type and id."""
+def _status(engine: _native.Engine, describe: Describe, recent: collections.deque[str]
+            ) -> dict[str, Any]:
+    """Return what a ``status`` answer carries besides its type and id.
+
+    ``log`` is the engine's latest log lines (connections lost, routes moved, frames sent
+    again), kept across answers in ``recent``: when a job stalls, the watchdog's report
+    shows what each waiting rank's engine saw last.
+    """
     try:
         stats = engine.stats()
+        recent.extend(engine.take_log())
         return {"progress": stats["bytes_sent"] + stats["bytes_received"],
-                "pending": describe(engine.pending())}
+                "pending": describe(engine.pending()), "log": list(recent)}
     except CocError:                   # the engine has closed (finalize): nothing pending
         return {"progress": 0, "pending": [], "finalized": True}
 

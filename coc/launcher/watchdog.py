@@ -2,13 +2,14 @@
 
 Every ``interval`` seconds :class:`Watchdog` asks every site agent for the status of its
 processes (``status`` control message): each rank answers with its *progress* (bytes its
-engine has sent and received) and its *pending* operations (source or destination, tag,
-size, communicator), each gateway daemon with its engine stats (bytes forwarded, bytes
-waiting in its forward queues). When the sum of all progress counters has not changed for
-``seconds`` while some rank has an operation pending, coc-run prints one report on stderr —
-every rank with what it waits for, every gateway with the bytes it holds, each line tagged
-``[site/host/rank]`` — and the job goes on (or, with ``abort``, is stopped with status
-:data:`ABORT_STATUS`). A job that moves again and stalls again is reported again.
+engine has sent and received), its *pending* operations (source or destination, tag,
+size, communicator) and its engine's latest log lines; each gateway daemon with its engine
+stats (bytes forwarded, bytes waiting in its forward queues). When the sum of all progress
+counters has not changed for ``seconds`` while some rank has an operation pending, coc-run
+prints one report on stderr — every rank with what it waits for and what its engine logged
+last, every gateway with the bytes it holds, each line tagged ``[site/host/rank]`` — and
+the job goes on (or, with ``abort``, is stopped with status :data:`ABORT_STATUS`). A job
+that moves again and stalls again is reported again.
 """
 
 import asyncio
@@ -50,12 +51,14 @@ def _operation(op):
 
 
 def _rank_lines(where, answer):
-    """Return a rank's report lines: one per pending operation, or why there is none."""
+    """Return a rank's report lines: one per pending operation, or why there is none; then
+    what its engine logged last (connections lost, routes moved), indented."""
     if answer is None:
         return [f"{where} no answer (stopped, or busy without releasing the GIL)"]
     if not answer.get("pending"):
         return [f"{where} " + ("finalized" if answer.get("finalized") else "nothing pending")]
-    return [f"{where} waits in {_operation(op)}" for op in answer["pending"]]
+    return ([f"{where} waits in {_operation(op)}" for op in answer["pending"]] +
+            [f"      engine: {line}" for line in answer.get("log", [])])
 
 
 def _gateway_line(where, stats):

@@ -23,8 +23,8 @@ def _watchdog(abort=False):
     return dog, clock
 
 
-def _answer(progress, *pending):
-    return {"progress": progress, "pending": [
+def _answer(progress, *pending, log=()):
+    return {"progress": progress, "log": list(log), "pending": [
         {"op": "recv", "peer": peer, "tag": 7, "size": 32, "comm": "COMM_WORLD (buffers)"}
         for peer in pending]}
 
@@ -33,7 +33,8 @@ def test_a_stall_with_pending_operations_is_reported_once_and_again_after_progre
     dog, clock = _watchdog()
     gateway = dog.job.plan.gateways[0]
     stats = {"bytes_forwarded": 5, "forward_bytes_buffered": 4096, "connections_open": 2}
-    dog.update({"ranks": {"0": _answer(100, 1), "1": _answer(50, 0)},
+    lost = "gateway 9 lost (closed): 1 destination moved to the other gateways"
+    dog.update({"ranks": {"0": _answer(100, 1, log=[lost]), "1": _answer(50, 0)},
                 "gateways": {str(gateway.endpoint): stats}})
     dog.check()
     clock[0] = 9.0
@@ -45,6 +46,7 @@ def test_a_stall_with_pending_operations_is_reported_once_and_again_after_progre
     assert "no progress anywhere for 10 s" in report
     assert "[a/a1/0] rank 0: waits in receive from rank 1, tag 7, buffer 32 bytes" in report
     assert "[b/b1/1] rank 1: waits in receive from rank 0, tag 7" in report
+    assert f"buffer 32 bytes, COMM_WORLD (buffers)\n      engine: {lost}\n  [b/b1/1]" in report
     where = f"[{gateway.site}/{gateway.host}/gateway]"
     assert f"{where} gateway daemon: 4096 bytes buffered" in report
     clock[0] = 30.0
