@@ -35,6 +35,7 @@
 #define COC__MAX_CONNS 4096           /* connection slots per engine */
 #define COC__CORK_MAX 16              /* connections whose forwarded frames wait per batch */
 #define COC__RBUF 65536               /* per-connection read buffer */
+#define COC__BLOCK_SLICE_MS 10        /* a waiter blocked in a system call looks up this often */
 #define COC__DIRECT_READ 8192         /* payload left above which we read straight into place */
 /* Eager limit, from measurement (pinned ping-pong, half round trip, unix/TCP): eager vs
  * rendezvous at 64 KiB 16/20 vs 27/41 us, 128 KiB 23/27 vs 39/54 us, 256 KiB 59/41 vs
@@ -251,6 +252,10 @@ struct coc__conn {
     struct coc__peer *fwd_peer;        /* the hop (peers are freed only with the engine) */
     int parked;                        /* lock: out of the poller while paused after a hang-up
                                         * (conn_rx.c coc__conn_event); back on unpause */
+    uint8_t blocking;                  /* its socket blocks, with a receive timeout of
+                                        * COC__BLOCK_SLICE_MS; every other call on it passes
+                                        * MSG_DONTWAIT (progress.c coc__progress_lone) */
+    uint8_t rx_wait;                   /* plock: the next read may block (then cleared) */
 };
 
 typedef struct coc__peer {
@@ -390,6 +395,8 @@ void coc__notify(coc_engine *e);                              /* make coc_engine
 int coc__progress(coc_engine *e, int timeout_ms);             /* under plock */
 void coc__progress_rings(coc_engine *e);          /* under plock: the rings, no system call */
 int coc__progress_hot(coc_engine *e); /* plock: read e->hot unpolled: 1 bytes, 0 none, -1 no e->hot */
+/* plock: sleep in the recv of the engine's only connection: 1 bytes, 0 none, -1 not possible */
+int coc__progress_lone(coc_engine *e);
 void *coc__progress_main(void *arg);                          /* the progress thread */
 void coc__drain(int fd);                                      /* empty an eventfd/timerfd */
 /* plock: the progress thread is about to sleep: ask writers to our rings for doorbells

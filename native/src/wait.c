@@ -27,7 +27,6 @@
 #define SOCKET_LOOK_EVERY 8    /* a spinner polls the sockets every this many looks at the rings */
 #define YIELD_EVERY_NS 20000   /* a spinner with CPUs of its own yields this often (see spin) */
 #define POLITE_NS 100000000    /* after a peer answered in our yield, yield at every look this long */
-#define BLOCK_SLICE_MS 10     /* a waiter blocked in the poller looks up at least this often */
 #define QUIET_LOOK_MS 1       /* the progress thread looks back this often while waiters hold pfd */
 /* spin_lock: stop (quiet) or resume waking the progress thread for socket events. A
  * progress thread that sleeps without looking back soon is woken when the sockets become
@@ -329,7 +328,9 @@ static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
             continue;
         }
         uint64_t left_ms = (deadline - now + 999999u) / 1000000u;
-        coc__progress(e, left_ms < BLOCK_SLICE_MS ? (int)left_ms : BLOCK_SLICE_MS);
+        if (left_ms >= COC__BLOCK_SLICE_MS && coc__progress_lone(e) >= 0)
+            continue; /* slept in the one connection's recv */
+        coc__progress(e, left_ms < COC__BLOCK_SLICE_MS ? (int)left_ms : COC__BLOCK_SLICE_MS);
     }
     pthread_mutex_unlock(&e->plock);
     spinning(e, 0);
