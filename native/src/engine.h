@@ -382,6 +382,8 @@ struct coc_engine {
                                         * first bytes; pool_bytes counts them too */
     uint64_t hot;                      /* plock: key of the connection that brought the last
                                           frame; a spinner reads it first (progress.c) */
+    int look_ms;                       /* spin_lock: the progress thread's next look back while
+                                          waiters hold pfd (wait.c coc__progress_sleep_ms) */
 };
 
 /* engine.c */

@@ -160,22 +160,24 @@ int coc__progress_hot(coc_engine *e)
 }
 
 /* The engine's only connection, when a blocked waiter may sleep in its recv: open, made
- * blocking (handshake.c), reading (not paused), no frame of ours waiting for room on it,
- * and nothing else the poller would report but a listener: no other connection (in its
- * handshake, open, or dead and not reaped), no shared memory, no delay timer armed, no
- * paused connection to resume. The counts are read without the lock, as hints: a
- * connection another thread dials meanwhile waits at most a slice for the poller. */
+ * blocking (handshake.c), reading (not paused), no frame of ours waiting for room on it
+ * or for the delay timer (an emulated delay, frames held by send coalescing: the waiter
+ * let its own go as its wait began), and nothing else the poller would report but a
+ * listener or a stale firing of the delay timer: no other connection (in its handshake,
+ * open, or dead and not reaped), no shared memory, no paused connection to resume. The
+ * counts are read without the lock, as hints: a connection another thread dials, or
+ * frames another thread posts and holds, meanwhile wait at most a slice for the poller. */
 static coc__conn *lone_conn(coc_engine *e)
 {
     if (__atomic_load_n(&e->stats.connections_open, __ATOMIC_RELAXED) != 1 ||
         atomic_load_explicit(&e->nhandshaking, memory_order_relaxed) ||
         __atomic_load_n(&e->ndead, __ATOMIC_RELAXED) || coc__has_rings(e) ||
-        __atomic_load_n(&e->timer_due, __ATOMIC_RELAXED) ||
+        atomic_load_explicit(&e->ncorked, memory_order_relaxed) ||
         __atomic_load_n(&e->resumed.head, __ATOMIC_RELAXED))
         return NULL;
     coc__conn *c = e->hot ? coc__conn_get(e, e->hot) : NULL;
     if (!c || !c->blocking || c->state != COC__CS_OPEN || c->rstate == COC__RX_PAUSED ||
-        (__atomic_load_n(&c->events, __ATOMIC_RELAXED) & COC__POLL_OUT))
+        c->delay_ns || (__atomic_load_n(&c->events, __ATOMIC_RELAXED) & COC__POLL_OUT))
         return NULL;
     return c;
 }
