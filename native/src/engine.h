@@ -35,6 +35,7 @@
 #define COC__MAX_CONNS 4096           /* connection slots per engine */
 #define COC__CORK_MAX 16              /* connections whose forwarded frames wait per batch */
 #define COC__RBUF 65536               /* per-connection read buffer */
+#define COC__SPARE_REQS 8             /* released requests an engine keeps for reuse */
 #define COC__BLOCK_SLICE_MS 10        /* a waiter blocked in a system call looks up this often */
 #define COC__DIRECT_READ 8192         /* payload left above which we read straight into place */
 /* Eager limit, from measurement (pinned ping-pong, half round trip, unix/TCP): eager vs
@@ -384,6 +385,8 @@ struct coc_engine {
                                           frame; a spinner reads it first (progress.c) */
     int look_ms;                       /* spin_lock: the progress thread's next look back while
                                           waiters hold pfd (wait.c coc__progress_sleep_ms) */
+    coc_request *spare[COC__SPARE_REQS]; /* lock: released requests kept for reuse (post.c) */
+    size_t nspare;
 };
 
 /* engine.c */
@@ -499,6 +502,7 @@ int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn); /*
 /* post.c (lock) */
 int coc__probe_locked(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st);
 void coc__request_release(coc_engine *e, coc_request *r);            /* lock: unlink, free */
+void coc__requests_drop(coc_engine *e);                              /* lock: free the spare ones */
 
 /* failures.c (lock) */
 /* fail request r (a receive's source: `source`), or doom it while a frame is read into it */
