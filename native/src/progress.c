@@ -15,8 +15,10 @@
  * (pfd) and the wake eventfd. While some thread spins, pfd is disarmed in ofd, so the
  * progress thread is not woken for events the spinner handles anyway: measured here,
  * that redundant wake-up cost ~5 us per message pinned to one CPU (13 -> 10 us). It is
- * armed again lazily: the progress thread looks back every millisecond while pfd is
- * disarmed and arms it once the waits have stopped (wait.c, coc__progress_sleep_ms).
+ * armed again lazily: the progress thread looks back every millisecond (further apart
+ * while waits come thick) while pfd is disarmed and arms it once the waits have stopped
+ * (wait.c, coc__progress_sleep_ms). A waiter whose engine has one connection sleeps in
+ * its recv instead of the poller (coc__progress_lone).
  * A gateway (COC_ENGINE_FORWARD), which has no waiters of its own as a rule, waits on pfd
  * directly instead: one system call less per forwarded frame (pinned, 21.2 -> 20.5 us
  * through one gateway, 31.8 -> 30.1 us through two).
