@@ -29,7 +29,7 @@
 #define POLITE_NS 100000000    /* after a peer answered in our yield, yield at every look this long */
 #define QUIET_LOOK_MS 1       /* the progress thread looks back this often while waiters hold pfd, */
 #define QUIET_LOOK_MAX_MS 8   /* and up to this seldom (doubling) while waits come thick: */
-#define THICK_WAITS_PER_MS 4  /* this many begun per ms since its last look */
+#define THICK_WAITS_PER_MS 2  /* this many begun per ms since its last look */
 /* spin_lock: stop (quiet) or resume waking the progress thread for socket events. A
  * progress thread that sleeps without looking back soon is woken when the sockets become
  * the waiters' (below: it must look back to take them again). */
