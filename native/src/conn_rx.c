@@ -199,7 +199,7 @@ static ssize_t rec_rx(coc__conn *c, uint8_t *dst, size_t want)
         uint8_t *space = coc__rec_rx_space(c->rec, &room);
         if (done == want || !room)
             return (ssize_t)done;
-        ssize_t got = read(c->fd, space, room);
+        ssize_t got = recv(c->fd, space, room, MSG_DONTWAIT);
         if (got > 0) {
             coc__rec_rx_fed(c->rec, (size_t)got);
             continue;
@@ -227,8 +227,11 @@ static ssize_t rx_bytes(coc__conn *c, uint8_t *dst, size_t want)
     }
     if (c->rstate == COC__RX_HELLO && c->unix_ && !c->outgoing)
         return coc__hs_recv_hello(c, dst, want);
-    /* recv, not read: the socket call skips the file layer's steps (about 0.1 us a frame) */
-    return recv(c->fd, dst, want, 0);
+    /* recv, not read: the socket call skips the file layer's steps (about 0.1 us a frame).
+     * It waits only when a blocked waiter asked (rx_wait, once: coc__progress_lone). */
+    int flags = c->rx_wait ? 0 : MSG_DONTWAIT;
+    c->rx_wait = 0;
+    return recv(c->fd, dst, want, flags);
 }
 
 static int conn_read(coc__conn *c)

@@ -156,7 +156,7 @@ static ssize_t rec_tx(coc__conn *c, const struct iovec *iov, int cnt)
         const uint8_t *data;
         size_t pending = coc__rec_tx_pending(c->rec, &data);
         if (pending) {
-            ssize_t n = send(c->fd, data, pending, MSG_NOSIGNAL);
+            ssize_t n = send(c->fd, data, pending, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (n < 0 && errno == EINTR)
                 continue;
             if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
@@ -209,10 +209,11 @@ static ssize_t tx_bytes(coc__conn *c, struct iovec *iov, int cnt)
         return rec_tx(c, iov, cnt);
     if (!on_ring(c)) {
         c->e->stats.socket_writes++;
+        /* MSG_DONTWAIT: the socket may block (c->blocking), a write must not */
         if (cnt == 1) /* send, not sendmsg: no vector to copy in (a forwarded frame) */
-            return send(c->fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
+            return send(c->fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT);
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
-        return sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        return sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     for (;;) {
         int bell;

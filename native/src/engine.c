@@ -395,6 +395,7 @@ int coc_engine_close(coc_engine *e)
     coc__conn_reap(e);
     while (!coc__list_empty(&e->reqs))
         coc__request_release(e, COC__FIRST(&e->reqs, coc_request, link));
+    coc__requests_drop(e);
     while (!coc__list_empty(&e->unexp)) {
         coc__umsg *u = COC__FIRST(&e->unexp, coc__umsg, link);
         coc__unexp_remove(e, u);

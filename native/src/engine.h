@@ -35,6 +35,8 @@
 #define COC__MAX_CONNS 4096           /* connection slots per engine */
 #define COC__CORK_MAX 16              /* connections whose forwarded frames wait per batch */
 #define COC__RBUF 65536               /* per-connection read buffer */
+#define COC__SPARE_REQS 8             /* released requests an engine keeps for reuse */
+#define COC__BLOCK_SLICE_MS 10        /* a waiter blocked in a system call looks up this often */
 #define COC__DIRECT_READ 8192         /* payload left above which we read straight into place */
 /* Eager limit, from measurement (pinned ping-pong, half round trip, unix/TCP): eager vs
  * rendezvous at 64 KiB 16/20 vs 27/41 us, 128 KiB 23/27 vs 39/54 us, 256 KiB 59/41 vs
@@ -251,6 +253,10 @@ struct coc__conn {
     struct coc__peer *fwd_peer;        /* the hop (peers are freed only with the engine) */
     int parked;                        /* lock: out of the poller while paused after a hang-up
                                         * (conn_rx.c coc__conn_event); back on unpause */
+    uint8_t blocking;                  /* its socket blocks, with a receive timeout of
+                                        * COC__BLOCK_SLICE_MS; every other call on it passes
+                                        * MSG_DONTWAIT (progress.c coc__progress_lone) */
+    uint8_t rx_wait;                   /* plock: the next read may block (then cleared) */
 };
 
 typedef struct coc__peer {
@@ -376,8 +382,13 @@ struct coc_engine {
     void *fwd_items;                   /* free forwarding items (forward.c), linked through their
                                         * first bytes; pool_bytes counts them too */
     uint64_t hot;                      /* plock: key of the connection that brought the last
-                                          frame; a spinner reads it first (progress.c) */    uint32_t incarnation;              /* random, nonzero, in every hello: tells this process's
+                                          frame; a spinner reads it first (progress.c) */
+    uint32_t incarnation;              /* random, nonzero, in every hello: tells this process's
                                         * redial from another claiming its id (handshake.c) */
+    int look_ms;                       /* spin_lock: the progress thread's next look back while
+                                          waiters hold pfd (wait.c coc__progress_sleep_ms) */
+    coc_request *spare[COC__SPARE_REQS]; /* lock: released requests kept for reuse (post.c) */
+    size_t nspare;
 };
 
 /* engine.c */
@@ -391,6 +402,8 @@ void coc__notify(coc_engine *e);                              /* make coc_engine
 int coc__progress(coc_engine *e, int timeout_ms);             /* under plock */
 void coc__progress_rings(coc_engine *e);          /* under plock: the rings, no system call */
 int coc__progress_hot(coc_engine *e); /* plock: read e->hot unpolled: 1 bytes, 0 none, -1 no e->hot */
+/* plock: sleep in the recv of the engine's only connection: 1 bytes, 0 none, -1 not possible */
+int coc__progress_lone(coc_engine *e);
 void *coc__progress_main(void *arg);                          /* the progress thread */
 void coc__drain(int fd);                                      /* empty an eventfd/timerfd */
 /* plock: the progress thread is about to sleep: ask writers to our rings for doorbells
@@ -494,6 +507,7 @@ int coc__send_ctrl(coc_engine *e, const coc__hdr *h, uint64_t fallback_conn); /*
 /* post.c (lock) */
 int coc__probe_locked(coc_engine *e, int32_t source, uint32_t context, int32_t tag, coc_status *st);
 void coc__request_release(coc_engine *e, coc_request *r);            /* lock: unlink, free */
+void coc__requests_drop(coc_engine *e);                              /* lock: free the spare ones */
 
 /* failures.c (lock) */
 /* fail request r (a receive's source: `source`), or doom it while a frame is read into it */

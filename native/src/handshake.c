@@ -17,6 +17,7 @@
 
 #include "engine.h"
 #include "crypto.h"
+#include "sock.h"
 
 /* Map a segment's two rings: the connector writes ring 0, the acceptor ring 1. */
 static int shm_map(coc__conn *c, int fd, size_t size)
@@ -298,6 +299,10 @@ int coc__hs_proof(coc__conn *c, const uint8_t *bytes)
             coc__list_prepend(&e->shm, &c->shm_link);
             coc__log(e, "%s: shared memory, %zu KiB rings", c->name, c->rx.size >> 10);
         }
+        /* an endpoint's waiter may sleep in this socket's recv (progress.c,
+         * coc__progress_lone); a gateway's progress thread waits in the poller */
+        if (!e->forward && !c->ring && !c->rec && coc__sock_block(c->fd, COC__BLOCK_SLICE_MS) == 0)
+            c->blocking = 1;
         c->on->on_open(c);
         coc__conn_flush(c);
     }
@@ -312,7 +317,7 @@ ssize_t coc__hs_recv_hello(coc__conn *c, uint8_t *dst, size_t want)
     struct iovec iov = {dst, want};
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
                         .msg_controllen = sizeof ctl.buf};
-    ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
+    ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     for (struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm)) {
         if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
             continue;
@@ -346,7 +351,7 @@ static ssize_t send_hello(coc__conn *c)
         cm->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(cm), &c->shm_fd, sizeof(int));
     }
-    ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0 && c->shm_fd >= 0) {
         close(c->shm_fd);
         c->shm_fd = -1;

@@ -15,8 +15,10 @@
  * (pfd) and the wake eventfd. While some thread spins, pfd is disarmed in ofd, so the
  * progress thread is not woken for events the spinner handles anyway: measured here,
  * that redundant wake-up cost ~5 us per message pinned to one CPU (13 -> 10 us). It is
- * armed again lazily: the progress thread looks back every millisecond while pfd is
- * disarmed and arms it once the waits have stopped (wait.c, coc__progress_sleep_ms).
+ * armed again lazily: the progress thread looks back every millisecond (further apart
+ * while waits come thick) while pfd is disarmed and arms it once the waits have stopped
+ * (wait.c, coc__progress_sleep_ms). A waiter whose engine has one connection sleeps in
+ * its recv instead of the poller (coc__progress_lone).
  * A gateway (COC_ENGINE_FORWARD), which has no waiters of its own as a rule, waits on pfd
  * directly instead: one system call less per forwarded frame (pinned, 21.2 -> 20.5 us
  * through one gateway, 31.8 -> 30.1 us through two).
@@ -157,6 +159,53 @@ int coc__progress_hot(coc_engine *e)
         return 0;
     __atomic_fetch_add(&e->stats.reads_unpolled, 1, __ATOMIC_RELAXED);
     return 1;
+}
+
+/* The engine's only connection, when a blocked waiter may sleep in its recv: open, made
+ * blocking (handshake.c), reading (not paused), no frame of ours waiting for room on it
+ * or for the delay timer (an emulated delay, frames held by send coalescing: the waiter
+ * let its own go as its wait began), and nothing else the poller would report but a
+ * listener or a stale firing of the delay timer: no other connection (in its handshake,
+ * open, or dead and not reaped), no shared memory, no paused connection to resume. The
+ * counts are read without the lock, as hints: a connection another thread dials, or
+ * frames another thread posts and holds, meanwhile wait at most a slice for the poller. */
+static coc__conn *lone_conn(coc_engine *e)
+{
+    if (__atomic_load_n(&e->stats.connections_open, __ATOMIC_RELAXED) != 1 ||
+        atomic_load_explicit(&e->nhandshaking, memory_order_relaxed) ||
+        __atomic_load_n(&e->ndead, __ATOMIC_RELAXED) || coc__has_rings(e) ||
+        atomic_load_explicit(&e->ncorked, memory_order_relaxed) ||
+        __atomic_load_n(&e->resumed.head, __ATOMIC_RELAXED))
+        return NULL;
+    coc__conn *c = e->hot ? coc__conn_get(e, e->hot) : NULL;
+    if (!c || !c->blocking || c->state != COC__CS_OPEN || c->rstate == COC__RX_PAUSED ||
+        c->delay_ns || (__atomic_load_n(&c->events, __ATOMIC_RELAXED) & COC__POLL_OUT))
+        return NULL;
+    return c;
+}
+
+/* plock: a blocked waiter's step when the engine has one connection (lone_conn): sleep in
+ * that socket's recv for up to its timeout (COC__BLOCK_SLICE_MS) and handle what it brought,
+ * one system call per frame as a C endpoint's blocking recv, where the poller costs an
+ * epoll_wait before the read. A recv that timed out or was interrupted is followed by a
+ * look at the poller (a listener's new connection, a hang-up) and housekeeping, as a
+ * slice of the poller's wait would end. Returns 1 when bytes came, 0 when none did, -1
+ * when the engine has more to watch than one socket (nothing done: use the poller). */
+int coc__progress_lone(coc_engine *e)
+{
+    coc__conn *c = lone_conn(e);
+    if (!c)
+        return -1;
+    uint64_t reads = __atomic_load_n(&e->stats.socket_reads, __ATOMIC_RELAXED);
+    coc__event ev = {.key = c->key, .events = COC__POLL_IN};
+    c->rx_wait = 1; /* its first read (conn_rx.c rx_bytes) takes it: c may be gone after */
+    handle(e, &ev, 1);
+    if (__atomic_load_n(&e->stats.socket_reads, __ATOMIC_RELAXED) != reads) {
+        __atomic_fetch_add(&e->stats.reads_blocked, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+    coc__progress(e, 0);
+    return 0;
 }
 
 int coc__progress(coc_engine *e, int timeout_ms)

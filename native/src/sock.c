@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -197,6 +198,17 @@ int coc__sock_accept(int lfd, int *reserve)
         }
         return -errno;
     }
+}
+
+int coc__sock_block(int fd, int timeout_ms)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0 ||
+        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+        return -errno;
+    return 0;
 }
 
 int coc__sock_error(int fd)

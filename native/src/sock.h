@@ -23,6 +23,10 @@ int coc__sock_connect_unix(const char *name);
 /* Accept one connection; -EAGAIN when none. On EMFILE/ENFILE, sheds the pending
  * connection using the reserve fd (*reserve is reopened) so the listener does not spin. */
 int coc__sock_accept(int lfd, int *reserve);
+/* Make a connected socket block, every call on it waiting at most timeout_ms (receive
+ * and send timeouts): a caller may then sleep in its recv. Calls that must not wait pass
+ * MSG_DONTWAIT. 0, or -errno (the socket is left non-blocking). */
+int coc__sock_block(int fd, int timeout_ms);
 /* The pending error of a socket whose non-blocking connect finished (0 or -errno). */
 int coc__sock_error(int fd);
 /* "host token" identifying this host's boot and network namespace, for the same-host path. */

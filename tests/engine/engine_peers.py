@@ -205,6 +205,19 @@ def wait_forever(eng, conn, how):
     return None
 
 
+def echo_then_wait(eng, conn, peer, count):
+    """:func:`echo` ``count`` messages, then block in a receive from ``peer`` until Ctrl-C;
+    return when that ended it (None if the receive ended otherwise)."""
+    echo(eng, conn, peer, count)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as wait_forever
+    try:
+        conn.send("waiting")
+        eng.irecv(bytearray(8), peer).wait()
+    except KeyboardInterrupt:
+        return time.monotonic()
+    return None
+
+
 def random_bytes(size, seed):
     """``size`` bytes that differ at every position (a misplaced fragment shows)."""
     return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)

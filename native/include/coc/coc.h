@@ -406,6 +406,10 @@ typedef struct coc_stats {
     uint64_t reads_unpolled;        /* reads that brought bytes without an epoll_wait before
                                        them: a spinner read the connection that brought
                                        the last frame after a yield that ran other work */
+
+    /* -- added in session 10: the blocked waiter's reads (native/src/wait.c; append only) -- */
+    uint64_t reads_blocked;         /* reads in which a blocked waiter slept itself, on the
+                                       engine's only connection: no epoll_wait before them */
 } coc_stats;
 
 int coc_engine_stats(coc_engine *e, coc_stats *st);
