@@ -50,14 +50,25 @@ void coc__recv_settle(coc_engine *e, coc_request *r)
     }
 }
 
-static void drop_envelopes(coc_engine *e, uint64_t conn_key, int64_t source)
+/* Drop the unmatched rendezvous envelopes (RTS) that came on connection conn_key or from
+ * endpoint `source` (-1: none): their bytes cannot come. Except, with `failover`, those
+ * whose sender our routes now reach without `hop`: the sequence layer took (and
+ * acknowledged) the envelope, so it is never sent again, and its receive would wait for it
+ * for ever while the sender waited for the answer; it stays, and its answer takes the
+ * route as any other. */
+static void drop_envelopes(coc_engine *e, uint64_t conn_key, int64_t source, int failover,
+                           uint32_t hop)
 {
     for (coc__umsg *u = COC__FIRST(&e->unexp, coc__umsg, link), *next; u; u = next) {
         next = COC__NEXT(u, coc__umsg, link);
-        if (u->type == COC__RTS && (u->conn_key == conn_key || (int64_t)u->source == source)) {
-            coc__unexp_remove(e, u);
-            free(u);
+        if (u->type != COC__RTS || (u->conn_key != conn_key && (int64_t)u->source != source))
+            continue;
+        if (failover && coc__rel_rerouted(e, u->source, hop)) {
+            u->conn_key = 0; /* that connection is gone: answer on the route */
+            continue;
         }
+        coc__unexp_remove(e, u);
+        free(u);
     }
 }
 
@@ -116,7 +127,7 @@ void coc__lost_conn(coc_engine *e, coc__conn *c, int failover)
         }
     }
     c->rreq = NULL;
-    drop_envelopes(e, c->key, -1);
+    drop_envelopes(e, c->key, -1, failover, peer);
 }
 
 void coc__lost_id(coc_engine *e, uint32_t id, int error)
@@ -150,5 +161,5 @@ void coc__fail_peer(coc_engine *e, uint32_t id, int error)
         }
     }
     if (lost)
-        drop_envelopes(e, 0, id);
+        drop_envelopes(e, 0, id, 0, 0);
 }

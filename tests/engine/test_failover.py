@@ -113,6 +113,32 @@ def test_one_tier_stream_survives_kill_9(open_engine, gateway, seed):
     assert a.stats()["failovers"] + b.stats()["failovers"] >= 1, "no endpoint saw the loss"
 
 
+def test_an_envelope_waiting_unmatched_when_its_gateway_dies_is_still_answered(open_engine,
+                                                                              gateway):
+    # A rendezvous envelope (RTS) that came through a gateway and waits unmatched at the
+    # receiver stays when that gateway dies: the sequence layer took it, so the sender never
+    # sends it again. Dropped with the connection, the receive posted after and the send
+    # waited for each other for ever (coc-run's kill -9 failover test hung 1 run in 30).
+    a, b, gws = build(open_engine, gateway, two_tier=False)
+    data = message(3)
+    assert data.size > 128 * 1024, "the message must go by rendezvous"
+    send = a.isend(data, 2, tag=5)
+    deadline = time.monotonic() + scaled(20)
+    while b.iprobe(1, 5) is None:
+        assert time.monotonic() < deadline, "the envelope never reached the receiver"
+        time.sleep(0.005)
+    carriers = [gw for gw in gws.values() if gw.stats()["frames_forwarded"] > 0]
+    assert len(carriers) == 1, "one gateway carries the pair's envelopes"
+    kill_9(carriers[0])
+    while b.stats()["failovers"] < 1:
+        assert time.monotonic() < deadline, "the receiver never saw the gateway die"
+        time.sleep(0.005)
+    got = np.empty_like(data)
+    assert b.irecv(got, 1, tag=5).wait(scaled(30)).tag == 5
+    send.wait(scaled(30))
+    assert intact(3, got)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_two_tier_stream_survives_kill_9(open_engine, gateway, seed):
     rng = random.Random(100 + seed)
