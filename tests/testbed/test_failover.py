@@ -57,7 +57,12 @@ def test_a_cut_gateway_link_loses_nothing(tmp_path, monkeypatch):
             namespace = f"coc:{name}:a-gw1"
             subprocess.run(["ip", "netns", "exec", namespace, "ip", "link", "set",
                             _wan_interface(namespace), "down"], check=True)
-            out, err = proc.communicate(timeout=scaled(90))
+            try:
+                out, err = proc.communicate(timeout=scaled(90))
+            except subprocess.TimeoutExpired as hung:   # what every rank waits for (watchdog)
+                err = hung.stderr.decode(errors="replace") if isinstance(hung.stderr, bytes) \
+                    else hung.stderr
+                pytest.fail(f"the job did not end; coc-run's stderr:\n{err}")
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, 9)
