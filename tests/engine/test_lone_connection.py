@@ -89,12 +89,10 @@ def test_a_stopped_peer_is_lost_within_the_liveness_timeout_while_a_receive_slee
     _ping_pong(me, 2, 20)
     assert me.stats()["reads_blocked"] > before    # the path the receive below takes
     os.kill(child.proc.pid, signal.SIGSTOP)
-    try:
-        start = time.monotonic()
+    try:   # a receive that outlived the timeout would raise CocTimeoutError, not PeerLost
         with pytest.raises(errors.PeerLost) as info:
             me.irecv(np.zeros(8, np.uint8), 2).wait(TIMEOUT)
         assert info.value.peer == 2
-        assert time.monotonic() - start < TIMEOUT
     finally:
         os.kill(child.proc.pid, signal.SIGCONT)
 
@@ -113,10 +111,8 @@ def test_ctrl_c_interrupts_a_receive_asleep_in_the_recv_of_the_only_connection(
     while _in_syscall(child.proc.pid) != RECVFROM and time.monotonic() < deadline:
         time.sleep(0.01)
     assert _in_syscall(child.proc.pid) == RECVFROM
-    sent = time.monotonic()
     os.kill(child.proc.pid, signal.SIGINT)
-    stopped = child.result(timeout=TIMEOUT)
-    assert stopped is not None and stopped - sent < TIMEOUT   # interrupted, not waiting for ever
+    assert child.result(timeout=TIMEOUT) is not None   # interrupted, not waiting for ever
 
 
 def _in_syscall(pid):
