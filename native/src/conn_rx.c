@@ -246,7 +246,8 @@ static int conn_read(coc__conn *c)
                      (dst = direct_target(c, &want)) != NULL;
         if (!direct) {
             if (c->rpos) {
-                memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+                if (c->rpos < c->rlen) /* as a rule all was parsed: nothing to move */
+                    memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
                 c->rlen -= c->rpos;
                 c->rpos = 0;
             }
@@ -272,6 +273,8 @@ static int conn_read(coc__conn *c)
         }
         if (!c->ring)
             __atomic_fetch_add(&c->e->stats.socket_reads, 1, __ATOMIC_RELAXED);
+        /* a short read emptied the socket: with the round's last event, no input follows */
+        c->e->input_end = c->e->input_last && (size_t)n < want && !c->rec;
         if (direct) {
             payload_bytes(c, dst, (size_t)n);
         } else {

@@ -257,6 +257,8 @@ struct coc__conn {
                                         * COC__BLOCK_SLICE_MS; every other call on it passes
                                         * MSG_DONTWAIT (progress.c coc__progress_lone) */
     uint8_t rx_wait;                   /* plock: the next read may block (then cleared) */
+    uint64_t fwd_out_key;              /* plock + lock: the connection the remembered pair's
+                                        * flows were last added to (forward.c); 0: none */
 };
 
 typedef struct coc__peer {
@@ -389,6 +391,11 @@ struct coc_engine {
                                           waiters hold pfd (wait.c coc__progress_sleep_ms) */
     coc_request *spare[COC__SPARE_REQS]; /* lock: released requests kept for reuse (post.c) */
     size_t nspare;
+    /* plock, a gateway's round (progress.c handle): */
+    uint8_t input_last;                /* the event being handled is the round's last input */
+    uint8_t input_end;                 /* ... and its last read emptied the socket: a frame
+                                        * that ends the bytes read is the round's last */
+    uint8_t timer_fired;               /* the delay timer fired: housekeeping looks at the clock */
 };
 
 /* engine.c */

@@ -202,6 +202,7 @@ static void remember_out(coc__conn *c, const coc__hdr *h, uint32_t hop)
     if (h->type == COC__DATA) /* striped: its hop is no guide to the next frame's */
         return;
     coc__peer *p = coc__map_get(&c->e->peers, hop);
+    c->fwd_out_key = 0; /* a new pair: its flows are not known to be added yet */
     c->fwd_gen = p ? coc__route_gen() : 0;
     c->fwd_source = h->source;
     c->fwd_dest = h->dest;
@@ -237,9 +238,8 @@ int coc__forward_begin(coc__conn *c)
     pthread_mutex_lock(&e->lock);
     c->rfwd = NULL;
     c->rfwd_out = NULL;
-    coc__conn *out = remembered_out(c, h);
-    if (!out)
-        out = next_hop(c, h, &rc);
+    coc__conn *remembered = remembered_out(c, h);
+    coc__conn *out = remembered ? remembered : next_hop(c, h, &rc);
     if (!out) {
         error_back(e, c, h, rc == COC_ENOROUTE ? COC_ENOROUTE : COC_EPEERLOST);
         pthread_mutex_unlock(&e->lock);
@@ -280,12 +280,22 @@ int coc__forward_begin(coc__conn *c)
         e->stats.forward_bytes_buffered_max = e->stats.forward_bytes_buffered;
     e->stats.frames_forwarded++;
     e->stats.bytes_forwarded += h->len;
-    add_flow(out, h->source, h->dest);
-    add_flow(c, h->dest, h->source);
+    /* the remembered pair's flows are on both connections once added (flows are only
+     * ever added): a ping-pong's frames skip the two look-ups */
+    if (!remembered || out->key != c->fwd_out_key) {
+        add_flow(out, h->source, h->dest);
+        add_flow(c, h->dest, h->source);
+        if (h->type != COC__DATA) /* a DATA frame's pair is not the remembered one */
+            c->fwd_out_key = out->key;
+    }
     if (pre < h->len) {
         c->rfwd = it;
         c->rfwd_out = out;
     }
+    /* The whole frame ends the round's input (progress.c) and nothing is corked before
+     * it: it goes now, under this lock, not when the round ends, under another. */
+    if (e->input_end && pre == h->len && c->rpos == c->rlen && !e->ncorked)
+        e->corking = 0;
     coc__conn_push(out, it);
     pthread_mutex_unlock(&e->lock);
     return 0;

@@ -62,11 +62,17 @@ static int due(uint64_t now, uint64_t last, uint64_t period)
     return now + slack - last > period;
 }
 
+/* Housekeeping looks at the clock while handshakes are under way, and for liveness at
+ * every round of an endpoint; a gateway's rounds come once per frame forwarded, and its
+ * delay timer fires at least every liveness quarter (gateway_timeout_ms), so it looks for
+ * liveness only in the rounds that timer fired in: no clock read per frame. */
 static void housekeeping(coc_engine *e)
 {
-    uint64_t now = e->nhandshaking || e->liveness_ns ? coarse_ns() : 0;
+    int look = e->nhandshaking || (e->liveness_ns && (!e->forward || e->timer_fired));
+    e->timer_fired = 0;
+    uint64_t now = look ? coarse_ns() : 0;
     int sweep = e->nhandshaking && due(now, e->last_sweep_ns, HOUSEKEEPING_MS * 1000000ull);
-    int ping = e->liveness_ns && due(now, e->last_ping_ns, e->liveness_ns / 4);
+    int ping = look && e->liveness_ns && due(now, e->last_ping_ns, e->liveness_ns / 4);
     /* what others leave here (dead connections, resumed ones) is read without the lock
      * as a hint: they set it under the lock and then wake this thread (coc__wake), so a
      * round that misses it is followed by one that sees it */
@@ -99,6 +105,7 @@ static void dispatch(coc_engine *e, const coc__event *ev, int n)
             break;
         case COC__KEY_TIMER:
             coc__drain(e->tfd);
+            e->timer_fired = 1;
             pthread_mutex_lock(&e->lock);
             coc__conn_flush_delayed(e);
             pthread_mutex_unlock(&e->lock);
@@ -116,14 +123,19 @@ static void dispatch(coc_engine *e, const coc__event *ev, int n)
                 break;
             if (ev[i].events & COC__POLL_IN)
                 e->hot = ev[i].key;
+            /* the round's last input, when no ring is read after it: the forwarder lets
+             * the frame that ends it go at once (forward.c, coc__forward_begin) */
+            e->input_last = e->corking && i == n - 1 && !coc__has_rings(e);
             coc__conn_event(e, c, ev[i].events);
+            e->input_last = e->input_end = 0;
         }
         }
     }
 }
 
 /* plock: handle `n` events and the rings. The frames a gateway forwards meanwhile are
- * corked and leave together at the end, one write per outgoing connection. */
+ * corked and leave together at the end, one write per outgoing connection; a frame that
+ * ends the round's input with nothing corked before it leaves at once (input_last). */
 static void handle(coc_engine *e, const coc__event *ev, int n)
 {
     e->corking = e->forward;
