@@ -405,13 +405,36 @@ void coc__conn_release_held(coc_engine *e)
     pthread_mutex_unlock(&e->lock);
 }
 
+/* A whole forwarded frame for an empty queue of an open plain socket: one send, and when
+ * the socket took it all the item goes back at once, without the queue's walk (a gateway's
+ * every small frame). Returns 1 when written; 0 leaves it to the queue, with what was
+ * written counted (a failed send fails the connection there). */
+static int send_whole(coc__conn *c, coc__item *it)
+{
+    if (it->kind != COC__IT_FWD || it->filled != it->size || c->rec || on_ring(c) || c->delay_ns ||
+        c->state != COC__CS_OPEN || !c->authed || c->hs_off != c->hs_len)
+        return 0;
+    c->e->stats.socket_writes++;
+    ssize_t n = send(c->fd, it->owned, it->size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == (ssize_t)it->size) {
+        c->on->on_forward_written(c, it); /* takes the item */
+        return 1;
+    }
+    if (n > 0)
+        it->off = (size_t)n;
+    return 0;
+}
+
 void coc__conn_push(coc__conn *c, coc__item *it)
 {
     if (c->delay_ns)
         it->due_ns = coc__now_ns() + c->delay_ns;
-    coc__list_append(&c->queue, &it->link);
     /* else the queue waits for the socket, the batch of input or the end of a burst */
-    if (c->queue.head == &it->link && !c->nheld && !cork(c, it))
+    int now = !c->queue.head && !c->nheld && !cork(c, it);
+    if (now && send_whole(c, it))
+        return;
+    coc__list_append(&c->queue, &it->link);
+    if (now)
         coc__conn_flush(c);
 }
 
