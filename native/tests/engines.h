@@ -12,6 +12,7 @@
 #define T_SECOND 1000000000LL
 static const uint8_t t_secret[] = "0123456789abcdef-test-secret";
 static uint32_t t_handshake_ms; /* 0: the engine's default */
+static int32_t t_liveness_ms;   /* 0: the engine's default */
 static uint32_t t_shm_flags;    /* added to every engine's flags: COC_ENGINE_SHM / _NO_SHM */
 static size_t t_shm_ring;       /* ring bytes per direction; 0: the engine's default */
 
@@ -32,6 +33,7 @@ static inline coc_engine *t_open(uint32_t id, uint32_t flags, int tcp, size_t ea
     cfg.fragment_size = fragment;
     cfg.forward_window = window;
     cfg.handshake_timeout_ms = t_handshake_ms;
+    cfg.liveness_ms = t_liveness_ms;
     int rc = coc_engine_open(&cfg, &e);
     if (rc < 0) {
         fprintf(stderr, "coc_engine_open(%u): %s\n", id, coc_strerror(rc));

@@ -264,8 +264,70 @@ static void size_classes(void)
     coc_engine_close(g[1]);
 }
 
+/* One 8 B ping-pong between a and b through gateway g (tag 7). */
+static void pingpong_once(coc_engine *a, coc_engine *b)
+{
+    uint8_t x[8] = {1}, y[8];
+    coc_request *s, *r;
+    CHECK_RC(coc_irecv(b, 1, 0, 7, y, sizeof y, &r));
+    CHECK_RC(coc_isend(a, 2, 0, 7, x, sizeof x, &s));
+    CHECK(t_wait(r).error == 0 && t_wait(s).error == 0);
+    coc_request_free(r);
+    coc_request_free(s);
+    CHECK_RC(coc_irecv(a, 2, 0, 7, x, sizeof x, &r));
+    CHECK_RC(coc_isend(b, 1, 0, 7, y, sizeof y, &s));
+    CHECK(t_wait(r).error == 0 && t_wait(s).error == 0);
+    coc_request_free(r);
+    coc_request_free(s);
+}
+
+/* A gateway busy forwarding (a round per frame, none of them timed out) still pings its
+ * quiet connections every liveness quarter: its housekeeping looks at the clock in the
+ * rounds its delay timer fires in, not in every round (progress.c). Endpoint c, connected
+ * to g and silent, hears g's pings while a and b ping-pong through g. */
+static void busy_gateway_pings(void)
+{
+    t_liveness_ms = 400;
+    coc_engine *a = t_open(1, 0, 1, 0, 0, 0), *b = t_open(2, 0, 1, 0, 0, 0);
+    coc_engine *c = t_open(3, 0, 1, 0, 0, 0), *g = t_open(10, COC_ENGINE_FORWARD, 1, 0, 0, 0);
+    t_liveness_ms = 0;
+    coc_engine *ends[] = {a, b, c};
+    for (uint32_t i = 0; i < 3; i++) {
+        t_know(ends[i], 10, g, 1);
+        t_know(g, i + 1, ends[i], 1);
+        t_route(g, i + 1, i + 1);
+        for (uint32_t j = 1; j <= 3; j++)
+            if (j != i + 1)
+                t_route(ends[i], j, 10);
+    }
+    int x = 3, y = 0; /* c's one message connects it to g; then it stays silent */
+    coc_request *s, *r;
+    CHECK_RC(coc_irecv(a, 3, 0, 0, &y, sizeof y, &r));
+    CHECK_RC(coc_isend(c, 1, 0, 0, &x, sizeof x, &s));
+    CHECK(t_wait(r).error == 0 && t_wait(s).error == 0 && y == 3);
+    coc_request_free(r);
+    coc_request_free(s);
+    for (int i = 0; i < 50; i++) /* every connection open: no handshake under way */
+        pingpong_once(a, b);
+    coc_stats before, now, gs;
+    CHECK_RC(coc_engine_stats(c, &before));
+    double until = t_now() + 2.0; /* five liveness timeouts of c's */
+    while (t_now() < until)
+        pingpong_once(a, b);
+    CHECK_RC(coc_engine_stats(c, &now));
+    CHECK(now.frames_received >= before.frames_received + 3); /* g's pings */
+    CHECK(now.peers_lost == 0 && now.connections_open == 1); /* c never found g silent */
+    CHECK_RC(coc_engine_stats(g, &gs));
+    CHECK(gs.peers_lost == 0 && gs.connections_open == 3);
+    coc_engine_close(a);
+    coc_engine_close(b);
+    coc_engine_close(c);
+    coc_engine_close(g);
+}
+
 int main(void)
 {
+    busy_gateway_pings();
     one_and_two_hops();
     shared_load();
     size_classes();
