@@ -253,15 +253,15 @@ static int idle_timeout_ms(const coc_engine *e)
 /* How long a gateway's progress thread may wait in the poller. A wait with a timeout sets
  * and cancels a kernel timer every time, once per frame forwarded (~90 ns of the gateway's
  * kernel time, perf); so while no handshake is under way, housekeeping's next look comes
- * from the delay timer (armed again after each firing) and the wait has none. */
+ * from the delay timer (armed again after each firing) and the wait has none. The period
+ * is worked out only when the timer is armed: a 64-bit division per frame otherwise. */
 static int gateway_timeout_ms(coc_engine *e)
 {
-    int ms = idle_timeout_ms(e);
-    if (ms < 0 || e->nhandshaking)
-        return ms;
+    if (e->nhandshaking || !e->liveness_ns)
+        return idle_timeout_ms(e);
     if (!__atomic_load_n(&e->timer_due, __ATOMIC_RELAXED)) { /* fired (or never armed) */
         pthread_mutex_lock(&e->lock);
-        coc__conn_arm_timer(e, coc__now_ns() + (uint64_t)ms * 1000000u);
+        coc__conn_arm_timer(e, coc__now_ns() + (uint64_t)idle_timeout_ms(e) * 1000000u);
         pthread_mutex_unlock(&e->lock);
     }
     return -1;
