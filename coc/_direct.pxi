@@ -67,8 +67,7 @@ cdef class Direct:
     cdef object _protocol
     cdef object _inband
     cdef object _out_of_band
-    cdef list _sites        # the world's list of sites _foreign was worked out from
-    cdef bytes _foreign     # per world rank: 1 when it runs on another site
+    cdef bytearray _foreign     # per world rank: 1 when it runs on another site (World's)
     cdef dict _unpickler
     cdef object _loads
     cdef object _awaiting
@@ -78,6 +77,7 @@ cdef class Direct:
         self._engine, self._comm, self._cls = engine, comm, type(comm)
         self._world = comm._world
         self._counters = comm._world.counters
+        self._foreign = comm._world.foreign
         self._ranks = tuple(comm._ranks)
         self._of_world = comm._of_world
         self._size = len(self._ranks)
@@ -96,14 +96,10 @@ cdef class Direct:
         """Count one message to world rank ``target`` as ``World.count`` does, without its
         Python frame (tests/comm/test_fast_path.py checks both paths count alike).
 
-        Whether ``target`` is on another site is read from :attr:`_foreign`, worked out
-        again whenever the world's list of sites is another list (``init`` replaces it
-        once it has learnt where every rank runs): no string compared per message."""
-        cdef list sites = self._world.sites
-        if sites is not self._sites:
-            site = self._world.site
-            self._foreign = bytes([s != site for s in sites])
-            self._sites = sites
+        Whether ``target`` is on another site is read from the world's ``foreign`` bytes,
+        which the world updates in place whenever its list of sites is set (``init`` sets
+        it once it has learnt where every rank runs): no attribute looked up, no string
+        compared per message."""
         self._counters.count(nbytes, self._foreign[target])
         return 0
 

@@ -906,19 +906,17 @@ cdef class Engine:
         when the send completed at once (``view`` released), else the tracked request that
         holds ``view`` until it completes. ``view`` is released on errors too."""
         cdef c.coc_request *r = NULL
-        cdef c.coc_status st
         cdef int rc
         try:
             self._open_check()
         except BaseException:
             PyBuffer_Release(view)
             raise
-        rc = c.coc_isend(self._e, dest, context, tag, view.buf, view.len, &r)
+        rc = c.coc_isend_or_done(self._e, dest, context, tag, view.buf, view.len, &r)
         if rc < 0:
             PyBuffer_Release(view)
             check(rc, f"send to endpoint {dest} (tag {tag})")
-        if c.coc_wait(r, 0, &st) == 0 and st.error == 0:
-            c.coc_request_free(r)
+        if r == NULL:   # complete at once, its request released
             PyBuffer_Release(view)
             return None
         return self._adopt(r, view, True, dest, tag, context, False)
