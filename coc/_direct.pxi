@@ -2,16 +2,20 @@
 # cdef helpers directly). A communicator's blocking point-to-point in one C call each (issue
 # 17): kept apart from the engine's own wrapper classes above it.
 
+cdef extern from "Python.h":
+    long PyLong_AsLongAndOverflow(object value, int *overflow) except? -1
+
+
 cdef inline bint _int_in(object value, long low, long high, long *out) except -1:
     """Store ``value`` in ``out`` and return True when it is an ``int`` in low..high
-    (anything else goes to the general path, which says what is wrong with it)."""
+    (anything else goes to the general path, which says what is wrong with it). An int
+    beyond a C long says so by ``overflow``, not an exception: no try block per argument,
+    whose saved and restored exception state cost ~35 instructions each (callgrind)."""
+    cdef int overflow = 0
     if type(value) is not int:
         return False
-    try:
-        out[0] = value
-    except OverflowError:
-        return False
-    return low <= out[0] <= high
+    out[0] = PyLong_AsLongAndOverflow(value, &overflow)
+    return not overflow and low <= out[0] <= high
 
 
 cdef inline bint _exported(object buf, Py_buffer *view, int flags):
