@@ -151,6 +151,31 @@ static void pair_roundtrip(int tcp_only)
     coc_request_free(r);
     coc_request_free(s);
 
+    /* coc_isend_or_done: a send complete at once comes back released (NULL: to itself, and
+     * eager on the open connection), a rendezvous one pending; errors as coc_isend's */
+    s = (coc_request *)&s;
+    CHECK_RC(coc_isend_or_done(a, 1, 0, 5, &x, sizeof x, &s));
+    CHECK(s == NULL);
+    CHECK_RC(coc_irecv(a, 1, 0, 5, &v, sizeof v, &r));
+    CHECK(t_wait(r).error == 0 && v == 1);
+    coc_request_free(r);
+    x = 3;
+    s = (coc_request *)&s;
+    CHECK_RC(coc_isend_or_done(a, 2, 0, 6, &x, sizeof x, &s));
+    CHECK(s == NULL);
+    CHECK_RC(coc_irecv(b, 1, 0, 6, &v, sizeof v, &r));
+    CHECK(t_wait(r).error == 0 && v == 3);
+    coc_request_free(r);
+    CHECK_RC(coc_irecv(b, 1, 0, 7, dst, big, &r));
+    CHECK_RC(coc_isend_or_done(a, 2, 0, 7, src, big, &s));
+    CHECK(s != NULL);
+    CHECK(t_wait(r).error == 0 && memcmp(src, dst, big) == 0);
+    CHECK(t_wait(s).error == 0);
+    coc_request_free(r);
+    coc_request_free(s);
+    CHECK(coc_isend_or_done(a, 77, 0, 0, &x, sizeof x, &s) == COC_ENOROUTE);
+    CHECK(coc_isend_or_done(a, 2, 0, -1, &x, sizeof x, &s) == COC_EINVAL);
+
     coc_stats sa, sb;
     coc_engine_stats(a, &sa);
     coc_engine_stats(b, &sb);
