@@ -29,9 +29,10 @@ cdef inline bint _exported(object buf, Py_buffer *view, int flags):
 
 
 # NumPy's array object up to its flags (PyArrayObject_fields in numpy/ndarraytypes.h, the
-# same from NumPy 1.7 to 2.x): Direct.Send reads a C-contiguous array's bytes from it
-# instead of exporting its buffer, whose set-up (numpy's buffer info made, compared with
-# the cached one and freed) cost ~250 instructions per Send (callgrind).
+# same from NumPy 1.7 to 2.x). An ndarray has no releasebuffer: an export of one is a
+# reference to it plus its bytes' address and size, which Direct makes itself from these
+# fields (_array_view). numpy's own export (its buffer info made, compared with the one
+# cached on the array, freed) cost ~250 instructions per Send or Recv (callgrind).
 cdef struct _NpArray:
     PyObject ob_base
     char *data
@@ -44,6 +45,8 @@ cdef struct _NpArray:
 
 cdef enum:
     NPY_ARRAY_C_CONTIGUOUS = 0x0001
+    NPY_ARRAY_WRITEABLE = 0x0400
+    NPY_ARRAY_WARN_ON_WRITE = 1 << 31     # numpy's own export warns before a write
 
 
 @cython.final
@@ -129,16 +132,19 @@ cdef class Direct:
         self._counters.count(nbytes, self._foreign[target])
         return 0
 
-    cdef bint _array_view(self, object buf, Py_buffer *view) except -1:
-        """Put the address and size of the bytes of ``buf``, an ``ndarray`` (exactly),
-        in ``view`` when it is C-contiguous, without exporting them (the caller holds
-        ``buf`` and exports it if the GIL is to be released before the engine is done:
-        ``Engine._isend_view``'s ``exporter``). False for any other array (the export
-        then says what it has)."""
+    cdef bint _array_view(self, object buf, Py_buffer *view, bint writable) except -1:
+        """Export ``buf``, an ``ndarray`` (exactly), into ``view`` as PyObject_GetBuffer
+        does for a C-contiguous (and ``writable``) buffer, without numpy's buffer info
+        (``view`` has no shape or format: the engine reads its address and size only);
+        PyBuffer_Release lets go of it. False for any other array (numpy's export is for
+        those: it says what they lack, or warns before a write)."""
         cdef _NpArray *a = <_NpArray *><PyObject *>buf
         cdef Py_ssize_t n
         cdef int i
         if not a.flags & NPY_ARRAY_C_CONTIGUOUS:
+            return False
+        if writable and (a.flags & (NPY_ARRAY_WRITEABLE | NPY_ARRAY_WARN_ON_WRITE)
+                         != NPY_ARRAY_WRITEABLE):
             return False
         if a.descr != <PyObject *>self._descr:   # dtypes are immutable: their size kept
             descr = <object>a.descr
@@ -147,9 +153,16 @@ cdef class Direct:
         n = self._itemsize
         for i in range(a.nd):
             n *= a.dimensions[i]
-        view.buf = a.data
-        view.len = n
+        PyBuffer_FillInfo(view, buf, a.data, n, not a.flags & NPY_ARRAY_WRITEABLE, 0)
         return True
+
+    cdef inline bint _view(self, object buf, Py_buffer *view, int flags):
+        """Export ``buf`` into ``view`` (C-contiguous; ``flags`` PyBUF_WRITABLE or not):
+        a plain ``ndarray`` by :meth:`_array_view`, anything else by its own export. False
+        (no error left set) when it has no such buffer."""
+        if type(buf) is self._ndarray and self._array_view(buf, view, flags & PyBUF_WRITABLE):
+            return True
+        return _exported(buf, view, PyBUF_C_CONTIGUOUS | flags)
 
     cdef object _stream(self, obj):
         """``pickling.stream(obj)``: the pickle of ``obj``, raising ``OutOfBand`` when it
@@ -202,13 +215,12 @@ cdef class Direct:
         return self._decode(self._comm, m, _status(st))
 
     cdef int _send_now(self, Py_buffer *view, long dest, long tag,
-                       unsigned int context, object exporter=None) except -1:
-        """Send ``view`` (released here; or ``exporter``'s bytes, see
-        :meth:`Engine._isend_view`) to rank ``dest``, count it; errors name ranks."""
+                       unsigned int context) except -1:
+        """Send ``view`` (released here) to rank ``dest``, count it; errors name ranks."""
         cdef int target = self._ranks[dest]
         cdef Py_ssize_t n = view.len
         try:
-            self._engine._send_view(view, target, tag, context, exporter)
+            self._engine._send_view(view, target, tag, context)
         except _errors.PeerLost as exc:
             raise self._failed(exc) from None
         self._count(target, n)
@@ -235,10 +247,7 @@ cdef class Direct:
         cdef long d, t
         if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
             return self._cls.Send(self._comm, buf, dest, tag)
-        if type(buf) is self._ndarray and self._array_view(buf, &view):
-            self._send_now(&view, d, t, self._buf_ctx, buf)
-            return
-        if not _exported(buf, &view, PyBUF_C_CONTIGUOUS):
+        if not self._view(buf, &view, 0):
             return self._cls.Send(self._comm, buf, dest, tag)
         self._send_now(&view, d, t, self._buf_ctx)
 
@@ -249,7 +258,7 @@ cdef class Direct:
         cdef long s, t
         if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
             return self._cls.Recv(self._comm, buf, source, tag, status)
-        if not _exported(buf, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE):
+        if not self._view(buf, &view, PyBUF_WRITABLE):
             return self._cls.Recv(self._comm, buf, source, tag, status)
         try:
             self._engine._recv_view(&view, self._ranks[s] if s >= 0 else s, t,
@@ -267,7 +276,7 @@ cdef class Direct:
         if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
             return self._cls.Isend(self._comm, buf, dest, tag)
         req = BufferRequest.__new__(BufferRequest)
-        if not _exported(buf, &req._view, PyBUF_C_CONTIGUOUS):
+        if not self._view(buf, &req._view, 0):
             return self._cls.Isend(self._comm, buf, dest, tag)
         req._owner = self
         target = self._ranks[d]
@@ -285,7 +294,7 @@ cdef class Direct:
         if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
             return self._cls.Irecv(self._comm, buf, source, tag)
         req = BufferRequest.__new__(BufferRequest)
-        if not _exported(buf, &req._view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE):
+        if not self._view(buf, &req._view, PyBUF_WRITABLE):
             return self._cls.Irecv(self._comm, buf, source, tag)
         req._owner = self
         self._engine._post_view(req, False, self._ranks[s] if s >= 0 else s, t,

@@ -198,12 +198,6 @@ def selftest():
     check(rc, "engine self-test")
 
 
-cdef inline void _let_go(Py_buffer *view, object exporter) noexcept:
-    """Release ``view`` unless it is ``exporter``'s bytes not exported (_isend_view)."""
-    if exporter is None:
-        PyBuffer_Release(view)
-
-
 cdef int64_t _now_ns() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -910,36 +904,23 @@ cdef class Engine:
         return 0
 
     cdef EngineRequest _isend_view(self, Py_buffer *view, int dest, int tag,
-                                   unsigned int context, object exporter=None):
+                                   unsigned int context):
         """Start sending the exported buffer ``view`` to endpoint ``dest``; return None
         when the send completed at once (``view`` released), else the tracked request that
-        holds ``view`` until it completes. ``view`` is released on errors too.
-
-        With ``exporter``, ``view`` holds only the address and size of its bytes, not
-        exported (Direct's NumPy arrays): they are exported only when the send stays
-        pending, before the GIL is ever released (no Python code runs in between, so the
-        bytes are the same)."""
+        holds ``view`` until it completes. ``view`` is released on errors too."""
         cdef c.coc_request *r = NULL
-        cdef c.coc_status st
         cdef int rc
         try:
             self._open_check()
         except BaseException:
-            _let_go(view, exporter)
+            PyBuffer_Release(view)
             raise
         rc = c.coc_isend_or_done(self._e, dest, context, tag, view.buf, view.len, &r)
         if rc < 0:
-            _let_go(view, exporter)
+            PyBuffer_Release(view)
             check(rc, f"send to endpoint {dest} (tag {tag})")
         if r == NULL:   # complete at once, its request released
-            _let_go(view, exporter)
-            return None
-        if exporter is not None and not _exported(exporter, view, PyBUF_C_CONTIGUOUS):
-            # no export to hold its bytes (out of memory): wait here, the GIL held, so
-            # that they cannot change before the engine is done with them
-            rc = c.coc_wait(r, -1, &st)
-            c.coc_request_free(r)
-            check(rc if rc < 0 else st.error, f"send to endpoint {dest} (tag {tag})")
+            PyBuffer_Release(view)
             return None
         return self._adopt(r, view, True, dest, tag, context, False)
 
@@ -960,9 +941,9 @@ cdef class Engine:
         return rc == 0 and st.error == 0
 
     cdef int _send_view(self, Py_buffer *view, int dest, int tag,
-                        unsigned int context, object exporter=None) except -1:
+                        unsigned int context) except -1:
         """Send ``view`` as :meth:`_isend_view` does; return once it may change."""
-        cdef EngineRequest req = self._isend_view(view, dest, tag, context, exporter)
+        cdef EngineRequest req = self._isend_view(view, dest, tag, context)
         if req is not None:
             req._block(None)
             req._check()

@@ -153,6 +153,19 @@ if size > 1:
     big.resize(10)      # raises while an export of it is held
     ok.equal("pending Send lets go of the array", big.shape, (10,))
 
+# A read-only array is no receive buffer, by either path (the fast one exports arrays
+# itself: it must refuse what numpy's export refuses).
+frozen = np.zeros(4)
+frozen.flags.writeable = False
+errors = []
+for name, recv in (("fast", comm.Recv), ("general", C.Recv.__get__(comm))):
+    try:
+        recv(frozen, left, 19)
+    except Exception as exc:   # noqa: BLE001 - the two paths' exception types compared
+        errors.append(type(exc))
+ok.equal("Recv into a read-only array", errors[:1] * 2, errors)
+ok.equal("Recv into a read-only array raises", len(errors), 2)
+
 # A non-default status class is filled through its _fill.
 class MyStatus(coc.Status):
     __slots__ = ("filled",)
