@@ -48,6 +48,33 @@ cdef enum:
     NPY_ARRAY_WRITEABLE = 0x0400
     NPY_ARRAY_WARN_ON_WRITE = 1 << 31     # numpy's own export warns before a write
 
+cdef extern from "Python.h":
+    ctypedef struct PyBufferProcs:
+        void *bf_releasebuffer
+    ctypedef struct _TypeBuffer "PyTypeObject":
+        PyBufferProcs *tp_as_buffer
+
+
+cdef dict _array_layout_ok = {}   # {ndarray type: whether _array_view may read it}
+
+
+cdef bint _array_layout(type ndarray) except -1:
+    """True when ``ndarray`` (numpy's) is what _array_view assumes: no releasebuffer, and
+    _NpArray's fields where a sample array's address, shape and flags are. Otherwise
+    (a NumPy that changed them) every array takes numpy's own export."""
+    cdef _NpArray *a
+    known = _array_layout_ok.get(ndarray)
+    if known is None:
+        sample = ndarray((3, 5), "int16")
+        a = <_NpArray *><PyObject *>sample
+        known = ((<_TypeBuffer *>ndarray).tp_as_buffer.bf_releasebuffer == NULL
+                 and <size_t>a.data == sample.__array_interface__["data"][0]
+                 and a.nd == 2 and a.dimensions[0] == 3 and a.dimensions[1] == 5
+                 and a.flags & NPY_ARRAY_C_CONTIGUOUS
+                 and a.descr == <PyObject *>sample.dtype)
+        _array_layout_ok[ndarray] = known
+    return known
+
 
 @cython.final
 cdef class Direct:
@@ -96,7 +123,7 @@ cdef class Direct:
     cdef dict _unpickler
     cdef object _loads
     cdef object _awaiting
-    cdef type _ndarray          # numpy.ndarray (hooks), whose bytes _array_view reads
+    cdef type _ndarray          # numpy.ndarray (hooks) whose bytes _array_view reads, or None
     cdef object _descr          # the dtype _itemsize is of
     cdef Py_ssize_t _itemsize
 
@@ -119,7 +146,7 @@ cdef class Direct:
         self._out_of_band, self._unpickler = hooks["OutOfBand"], hooks["unpickler"]
         self._loads = pickle.loads
         self._awaiting = hooks["await"]
-        self._ndarray = hooks["ndarray"]
+        self._ndarray = hooks["ndarray"] if _array_layout(hooks["ndarray"]) else None
 
     cdef int _count(self, int target, Py_ssize_t nbytes) except -1:
         """Count one message to world rank ``target`` as ``World.count`` does, without its
