@@ -99,6 +99,8 @@ cdef extern from "coc/coc.h" nogil:
 
     int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const void *buf,
                   size_t len, coc_request **out)
+    int coc_isend_or_done(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag,
+                          const void *buf, size_t len, coc_request **out)
     int coc_irecv(coc_engine *e, int32_t source, uint32_t context, int32_t tag, void *buf,
                   size_t cap, coc_request **out)
     int coc_wait(coc_request *r, int64_t timeout_ns, coc_status *st)

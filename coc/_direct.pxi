@@ -2,16 +2,20 @@
 # cdef helpers directly). A communicator's blocking point-to-point in one C call each (issue
 # 17): kept apart from the engine's own wrapper classes above it.
 
+cdef extern from "Python.h":
+    long PyLong_AsLongAndOverflow(object value, int *overflow) except? -1
+
+
 cdef inline bint _int_in(object value, long low, long high, long *out) except -1:
     """Store ``value`` in ``out`` and return True when it is an ``int`` in low..high
-    (anything else goes to the general path, which says what is wrong with it)."""
+    (anything else goes to the general path, which says what is wrong with it). An int
+    beyond a C long says so by ``overflow``, not an exception: no try block per argument,
+    whose saved and restored exception state cost ~35 instructions each (callgrind)."""
+    cdef int overflow = 0
     if type(value) is not int:
         return False
-    try:
-        out[0] = value
-    except OverflowError:
-        return False
-    return low <= out[0] <= high
+    out[0] = PyLong_AsLongAndOverflow(value, &overflow)
+    return not overflow and low <= out[0] <= high
 
 
 cdef inline bint _exported(object buf, Py_buffer *view, int flags):
@@ -22,6 +26,54 @@ cdef inline bint _exported(object buf, Py_buffer *view, int flags):
     except Exception:
         return False
     return True
+
+
+# NumPy's array object up to its flags (PyArrayObject_fields in numpy/ndarraytypes.h, the
+# same from NumPy 1.7 to 2.x). An ndarray has no releasebuffer: an export of one is a
+# reference to it plus its bytes' address and size, which Direct makes itself from these
+# fields (_array_view). numpy's own export (its buffer info made, compared with the one
+# cached on the array, freed) cost ~250 instructions per Send or Recv (callgrind).
+cdef struct _NpArray:
+    PyObject ob_base
+    char *data
+    int nd
+    Py_ssize_t *dimensions
+    Py_ssize_t *strides
+    PyObject *base
+    PyObject *descr
+    int flags
+
+cdef enum:
+    NPY_ARRAY_C_CONTIGUOUS = 0x0001
+    NPY_ARRAY_WRITEABLE = 0x0400
+    NPY_ARRAY_WARN_ON_WRITE = 1 << 31     # numpy's own export warns before a write
+
+cdef extern from "Python.h":
+    ctypedef struct PyBufferProcs:
+        void *bf_releasebuffer
+    ctypedef struct _TypeBuffer "PyTypeObject":
+        PyBufferProcs *tp_as_buffer
+
+
+cdef dict _array_layout_ok = {}   # {ndarray type: whether _array_view may read it}
+
+
+cdef bint _array_layout(type ndarray) except -1:
+    """True when ``ndarray`` (numpy's) is what _array_view assumes: no releasebuffer, and
+    _NpArray's fields where a sample array's address, shape and flags are. Otherwise
+    (a NumPy that changed them) every array takes numpy's own export."""
+    cdef _NpArray *a
+    known = _array_layout_ok.get(ndarray)
+    if known is None:
+        sample = ndarray((3, 5), "int16")
+        a = <_NpArray *><PyObject *>sample
+        known = ((<_TypeBuffer *>ndarray).tp_as_buffer.bf_releasebuffer == NULL
+                 and <size_t>a.data == sample.__array_interface__["data"][0]
+                 and a.nd == 2 and a.dimensions[0] == 3 and a.dimensions[1] == 5
+                 and a.flags & NPY_ARRAY_C_CONTIGUOUS
+                 and a.descr == <PyObject *>sample.dtype)
+        _array_layout_ok[ndarray] = known
+    return known
 
 
 @cython.final
@@ -67,17 +119,20 @@ cdef class Direct:
     cdef object _protocol
     cdef object _inband
     cdef object _out_of_band
-    cdef list _sites        # the world's list of sites _foreign was worked out from
-    cdef bytes _foreign     # per world rank: 1 when it runs on another site
+    cdef bytearray _foreign     # per world rank: 1 when it runs on another site (World's)
     cdef dict _unpickler
     cdef object _loads
     cdef object _awaiting
+    cdef type _ndarray          # numpy.ndarray (hooks) whose bytes _array_view reads, or None
+    cdef object _descr          # the dtype _itemsize is of
+    cdef Py_ssize_t _itemsize
 
     def __init__(self, Engine engine, comm, dict hooks):
         import pickle
         self._engine, self._comm, self._cls = engine, comm, type(comm)
         self._world = comm._world
         self._counters = comm._world.counters
+        self._foreign = comm._world.foreign
         self._ranks = tuple(comm._ranks)
         self._of_world = comm._of_world
         self._size = len(self._ranks)
@@ -91,21 +146,50 @@ cdef class Direct:
         self._out_of_band, self._unpickler = hooks["OutOfBand"], hooks["unpickler"]
         self._loads = pickle.loads
         self._awaiting = hooks["await"]
+        self._ndarray = hooks["ndarray"] if _array_layout(hooks["ndarray"]) else None
 
     cdef int _count(self, int target, Py_ssize_t nbytes) except -1:
         """Count one message to world rank ``target`` as ``World.count`` does, without its
         Python frame (tests/comm/test_fast_path.py checks both paths count alike).
 
-        Whether ``target`` is on another site is read from :attr:`_foreign`, worked out
-        again whenever the world's list of sites is another list (``init`` replaces it
-        once it has learnt where every rank runs): no string compared per message."""
-        cdef list sites = self._world.sites
-        if sites is not self._sites:
-            site = self._world.site
-            self._foreign = bytes([s != site for s in sites])
-            self._sites = sites
+        Whether ``target`` is on another site is read from the world's ``foreign`` bytes,
+        which the world updates in place whenever its list of sites is set (``init`` sets
+        it once it has learnt where every rank runs): no attribute looked up, no string
+        compared per message."""
         self._counters.count(nbytes, self._foreign[target])
         return 0
+
+    cdef bint _array_view(self, object buf, Py_buffer *view, bint writable) except -1:
+        """Export ``buf``, an ``ndarray`` (exactly), into ``view`` as PyObject_GetBuffer
+        does for a C-contiguous (and ``writable``) buffer, without numpy's buffer info
+        (``view`` has no shape or format: the engine reads its address and size only);
+        PyBuffer_Release lets go of it. False for any other array (numpy's export is for
+        those: it says what they lack, or warns before a write)."""
+        cdef _NpArray *a = <_NpArray *><PyObject *>buf
+        cdef Py_ssize_t n
+        cdef int i
+        if not a.flags & NPY_ARRAY_C_CONTIGUOUS:
+            return False
+        if writable and (a.flags & (NPY_ARRAY_WRITEABLE | NPY_ARRAY_WARN_ON_WRITE)
+                         != NPY_ARRAY_WRITEABLE):
+            return False
+        if a.descr != <PyObject *>self._descr:   # dtypes are immutable: their size kept
+            descr = <object>a.descr
+            self._itemsize = descr.itemsize
+            self._descr = descr
+        n = self._itemsize
+        for i in range(a.nd):
+            n *= a.dimensions[i]
+        PyBuffer_FillInfo(view, buf, a.data, n, not a.flags & NPY_ARRAY_WRITEABLE, 0)
+        return True
+
+    cdef inline bint _view(self, object buf, Py_buffer *view, int flags):
+        """Export ``buf`` into ``view`` (C-contiguous; ``flags`` PyBUF_WRITABLE or not):
+        a plain ``ndarray`` by :meth:`_array_view`, anything else by its own export. False
+        (no error left set) when it has no such buffer."""
+        if type(buf) is self._ndarray and self._array_view(buf, view, flags & PyBUF_WRITABLE):
+            return True
+        return _exported(buf, view, PyBUF_C_CONTIGUOUS | flags)
 
     cdef object _stream(self, obj):
         """``pickling.stream(obj)``: the pickle of ``obj``, raising ``OutOfBand`` when it
@@ -190,7 +274,7 @@ cdef class Direct:
         cdef long d, t
         if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
             return self._cls.Send(self._comm, buf, dest, tag)
-        if not _exported(buf, &view, PyBUF_C_CONTIGUOUS):
+        if not self._view(buf, &view, 0):
             return self._cls.Send(self._comm, buf, dest, tag)
         self._send_now(&view, d, t, self._buf_ctx)
 
@@ -201,7 +285,7 @@ cdef class Direct:
         cdef long s, t
         if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
             return self._cls.Recv(self._comm, buf, source, tag, status)
-        if not _exported(buf, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE):
+        if not self._view(buf, &view, PyBUF_WRITABLE):
             return self._cls.Recv(self._comm, buf, source, tag, status)
         try:
             self._engine._recv_view(&view, self._ranks[s] if s >= 0 else s, t,
@@ -219,7 +303,7 @@ cdef class Direct:
         if not (_int_in(dest, 0, self._size - 1, &d) and _int_in(tag, 0, MAX_TAG, &t)):
             return self._cls.Isend(self._comm, buf, dest, tag)
         req = BufferRequest.__new__(BufferRequest)
-        if not _exported(buf, &req._view, PyBUF_C_CONTIGUOUS):
+        if not self._view(buf, &req._view, 0):
             return self._cls.Isend(self._comm, buf, dest, tag)
         req._owner = self
         target = self._ranks[d]
@@ -237,7 +321,7 @@ cdef class Direct:
         if not (_int_in(source, -1, self._size - 1, &s) and _int_in(tag, -1, MAX_TAG, &t)):
             return self._cls.Irecv(self._comm, buf, source, tag)
         req = BufferRequest.__new__(BufferRequest)
-        if not _exported(buf, &req._view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE):
+        if not self._view(buf, &req._view, PyBUF_WRITABLE):
             return self._cls.Irecv(self._comm, buf, source, tag)
         req._owner = self
         self._engine._post_view(req, False, self._ranks[s] if s >= 0 else s, t,

@@ -30,6 +30,8 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypedDict
 
+import numpy as np
+
 from coc import realmpi
 from coc._native import engine as native
 from coc.comm import pickling, sitempi, transport
@@ -130,7 +132,7 @@ _DIRECT_HOOKS = {"translate": translate, "Status": Status, "decode": transport.d
                  "protocol": pickling.PROTOCOL, "inband": pickling.keep_inband,
                  "OutOfBand": pickling.OutOfBand,
                  "unpickler": pickling.unpickler_state(), "OBJ": transport.OBJ,
-                 "BUF": transport.BUF, "await": awaiting}
+                 "BUF": transport.BUF, "await": awaiting, "ndarray": np.ndarray}
 # The fast path's requests are coc.comm's requests (isinstance), and waiting for a list of
 # requests is one call of the binding.
 request.Request.register(native.BufferRequest)

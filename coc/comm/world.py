@@ -57,12 +57,26 @@ class World:
                  host: str) -> None:
         self.port, self.rank, self.size = port, rank, size
         self.site, self.host = site, host
+        # per world rank: 1 when it runs on another site. One object for the world's life,
+        # updated in place whenever ``sites`` is set: the binding's counting holds it and
+        # reads it per message (coc._engine.Direct), no attribute looked up.
+        self.foreign = bytearray(size)
         self.sites, self.hosts = [site] * size, [host] * size
         self.counters = counters
         self.next_block = 1
         self._levels: list[dict[str, int]] | None = None
         self.routes: Routes = {}         # {world rank: {size class: [(next hop, weight), ...]}}
         self.comm_names: dict[int, str] = {}   # {context block: communicator name}
+
+    @property
+    def sites(self) -> list[str]:
+        """Return the site of every world rank (``init`` sets them once it knows them)."""
+        return self._sites
+
+    @sites.setter
+    def sites(self, sites: list[str]) -> None:
+        self._sites = sites
+        self.foreign[:] = bytes(s != self.site for s in sites)
 
     @property
     def gateways(self) -> list[int]:

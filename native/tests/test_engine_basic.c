@@ -5,6 +5,19 @@
 
 #include "engines.h"
 
+/* coc_isend_or_done of value from endpoint 1 (engine a) to dest (engine to) completes at
+ * once: no request comes back; the value arrives. */
+static void sent_at_once(coc_engine *a, uint32_t dest, coc_engine *to, int32_t tag, int value)
+{
+    int v = 0;
+    coc_request *s = (coc_request *)&s, *r;
+    CHECK_RC(coc_isend_or_done(a, dest, 0, tag, &value, sizeof value, &s));
+    CHECK(s == NULL);
+    CHECK_RC(coc_irecv(to, 1, 0, tag, &v, sizeof v, &r));
+    CHECK(t_wait(r).error == 0 && v == value);
+    coc_request_free(r);
+}
+
 static void pair_roundtrip(int tcp_only)
 {
     coc_engine *a = t_open(1, 0, 1, 0, 0, 0), *b = t_open(2, 0, 1, 0, 0, 0);
@@ -150,6 +163,20 @@ static void pair_roundtrip(int tcp_only)
     CHECK(t_wait(r).error == 0 && v == 1);
     coc_request_free(r);
     coc_request_free(s);
+
+    /* coc_isend_or_done: a send complete at once comes back released (NULL: to itself, and
+     * eager on the open connection), a rendezvous one pending; errors as coc_isend's */
+    sent_at_once(a, 1, a, 5, 4);
+    sent_at_once(a, 2, b, 6, 3);
+    CHECK_RC(coc_irecv(b, 1, 0, 7, dst, big, &r));
+    CHECK_RC(coc_isend_or_done(a, 2, 0, 7, src, big, &s));
+    CHECK(s != NULL);
+    CHECK(t_wait(r).error == 0 && memcmp(src, dst, big) == 0);
+    CHECK(t_wait(s).error == 0);
+    coc_request_free(r);
+    coc_request_free(s);
+    CHECK(coc_isend_or_done(a, 77, 0, 0, &x, sizeof x, &s) == COC_ENOROUTE);
+    CHECK(coc_isend_or_done(a, 2, 0, -1, &x, sizeof x, &s) == COC_EINVAL);
 
     coc_stats sa, sb;
     coc_engine_stats(a, &sa);

@@ -273,6 +273,16 @@ int coc_isend(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag, const
               size_t len, coc_request **out);
 
 /*
+ * coc_isend for a blocking send: when the send completes at once without error (written,
+ * copied or delivered to this endpoint), its request is released here and *out is NULL;
+ * otherwise *out is the pending request, as coc_isend gives it. Either way the sends held
+ * for coalescing leave, as coc_wait's look (timeout 0) lets them. What a coc_isend, a
+ * coc_wait with timeout 0 and a coc_request_free do for such a send, under one lock.
+ */
+int coc_isend_or_done(coc_engine *e, uint32_t dest, uint32_t context, int32_t tag,
+                      const void *buf, size_t len, coc_request **out);
+
+/*
  * Post a receive for a message matching (source or COC_ANY_SOURCE, context, tag or
  * COC_ANY_TAG) into buf of capacity cap. Matching follows MPI: posted receives are matched
  * in posting order; messages from one source in one context are matched in sending order.

@@ -105,6 +105,18 @@ kinds = {
                        lambda: np.zeros(6, np.int16)),
     "[buf, count, dtype]": (lambda: [np.arange(8, dtype=np.int32) + rank, 3, "i4"],
                             lambda: np.zeros(3, np.int32)),
+    # arrays whose bytes the fast Send reads from the array itself (no export)
+    "0-d ndarray": (lambda: np.array(rank + 0.5), lambda: np.zeros((), np.float64)),
+    "2-D ndarray": (lambda: np.arange(12, dtype=np.int64).reshape(3, 4) + rank,
+                    lambda: np.zeros((3, 4), np.int64)),
+    "empty ndarray": (lambda: np.zeros(0, np.int8), lambda: np.zeros(0, np.int8)),
+    "structured ndarray": (lambda: np.array([(rank, 1.5)], [("a", "i4"), ("b", "f8")]),
+                           lambda: np.zeros(1, [("a", "i4"), ("b", "f8")])),
+    "Fortran-ordered ndarray": (
+        lambda: np.asfortranarray(np.arange(12, dtype=np.int32).reshape(3, 4) + rank),
+        lambda: np.zeros(12, np.int32)),
+    "ndarray subclass": (lambda: np.ma.masked_array(np.arange(3, dtype=np.int16) + rank),
+                         lambda: np.zeros(3, np.int16)),
 }
 for kind, (make_out, make_in) in kinds.items():
     results = []
@@ -120,6 +132,39 @@ for kind, (make_out, make_in) in kinds.items():
         recv(again, left, 11, st)
         results.append((bytes(memoryview(again)), status_of(st)))
     ok.equal(f"Send/Recv {kind} agree", len(set(results)), 1)
+
+# One array viewed with other dtypes in turn (the fast Send keeps the last dtype's size),
+# and a Send that stays pending (rendezvous): it exports the array it read without an
+# export, and lets go of it once done (the array can then be resized).
+for dtype in (np.uint8, np.float64, np.int16, np.float64):
+    out = (np.arange(64, dtype=np.uint8) + rank).view(dtype)
+    into = np.zeros(64, np.uint8).view(dtype)
+    req = comm.Irecv(into, left, 16)
+    comm.Send(out, right, 16)
+    req.Wait()
+    ok.equal(f"Send of a {np.dtype(dtype)} view", into.view(np.uint8),
+             np.arange(64, dtype=np.uint8) + left)
+if size > 1:
+    big, into = np.arange(100_000, dtype=np.float64) + rank, np.zeros(100_000)
+    req = comm.Irecv(into, left, 17)
+    comm.Send(big, right, 17)
+    req.Wait()
+    ok.equal("pending Send of an array", into, np.arange(100_000, dtype=np.float64) + left)
+    big.resize(10)      # raises while an export of it is held
+    ok.equal("pending Send lets go of the array", big.shape, (10,))
+
+# A read-only array is no receive buffer, by either path (the fast one exports arrays
+# itself: it must refuse what numpy's export refuses).
+frozen = np.zeros(4)
+frozen.flags.writeable = False
+errors = []
+for name, recv in (("fast", comm.Recv), ("general", C.Recv.__get__(comm))):
+    try:
+        recv(frozen, left, 19)
+    except Exception as exc:   # noqa: BLE001 - the two paths' exception types compared
+        errors.append(type(exc))
+ok.equal("Recv into a read-only array", errors[:1] * 2, errors)
+ok.equal("Recv into a read-only array raises", len(errors), 2)
 
 # A non-default status class is filled through its _fill.
 class MyStatus(coc.Status):
