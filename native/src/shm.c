@@ -189,6 +189,11 @@ void coc__ring_wake(coc__ring *r)
     atomic_store_explicit(&r->ctl->asleep, 0, memory_order_relaxed);
 }
 
+int coc__ring_waits_room(const coc__ring *r)
+{
+    return atomic_load_explicit(&r->ctl->full, memory_order_relaxed) != 0;
+}
+
 int coc__ring_nap(coc__ring *r, int timeout_ms)
 {
     struct coc__ring_ctl *c = r->ctl;

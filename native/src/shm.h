@@ -59,6 +59,8 @@ size_t coc__ring_avail(const coc__ring *r);
 int coc__ring_sleep(coc__ring *r);
 /* Consumer, after waking: clear the asleep flag. */
 void coc__ring_wake(coc__ring *r);
+/* Producer: whether a bell for room was asked for (coc__ring_want_room) and has not come. */
+int coc__ring_waits_room(const coc__ring *r);
 /* Consumer: sleep until the producer writes (it wakes the futex instead of ringing the
  * doorbell) or timeout_ms pass; returns 1 when data is there. No doorbell is rung for
  * what comes meanwhile: only a thread that is the ring's only reader may nap. */

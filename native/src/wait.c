@@ -322,7 +322,7 @@ static void count_wait(coc_engine *e, int how)
 
 /* plock: the engine's only connection, when it is a shared-memory ring a blocked waiter
  * may nap on (coc__ring_nap): open, reading (not paused), nothing of ours waiting for room
- * on it or for the delay timer, and nothing else the poller would report but a listener:
+ * on it (the peer's bell for room comes on the socket) or for the delay timer, and nothing else the poller would report but a listener:
  * no other connection (in its handshake, open, or dead and not reaped), no paused
  * connection to resume. Counts read without the lock are hints, as for the lone socket
  * (progress.c): what the poller would report meanwhile waits at most a slice. */
@@ -336,8 +336,9 @@ static coc__conn *lone_ring(coc_engine *e)
         __atomic_load_n(&e->resumed.head, __ATOMIC_RELAXED))
         return NULL;
     if (!c->ring || c->state != COC__CS_OPEN || c->rstate == COC__RX_PAUSED || c->delay_ns ||
-        (__atomic_load_n(&c->events, __ATOMIC_RELAXED) & COC__POLL_OUT))
-        return NULL;
+        (__atomic_load_n(&c->events, __ATOMIC_RELAXED) & COC__POLL_OUT) ||
+        coc__ring_waits_room(&c->tx))
+        return NULL; /* room in a full ring is announced on the socket */
     return c;
 }
 
