@@ -315,6 +315,7 @@ typedef struct coc__way_choice {
     _Atomic uint32_t way_sample[2][COC__WAY_SAMPLES]; /* how long they took, ns */
     uint64_t doubled_slot;             /* spin_lock: the slot whose try last doubled try_every */
     uint64_t way_slot[2];              /* spin_lock: the slot of each way's last score */
+    _Atomic int spin_median_spun;      /* the spinning way's last median wait ended spinning */
 } coc__way_choice;
 
 struct coc_engine {

@@ -10,21 +10,27 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coc/coc.h"
 #include "shm.h"
 
 #define PAGE 4096u
+#define ASLEEP_BELL 1u  /* the reader sleeps in a poller: ring the doorbell */
+#define ASLEEP_NAP 2u   /* the reader sleeps on `asleep` itself (a futex): wake it there */
 
 struct coc__ring_ctl {
     _Alignas(64) _Atomic uint64_t head;   /* producer's cache line */
     _Alignas(64) _Atomic uint64_t tail;   /* consumer's */
-    _Alignas(64) _Atomic uint32_t asleep; /* consumer writes, producer reads */
+    _Alignas(64) _Atomic uint32_t asleep; /* consumer writes, producer reads (ASLEEP_*) */
     _Alignas(64) _Atomic uint32_t full;   /* producer writes (waits for room), consumer reads */
 };
 
@@ -117,8 +123,12 @@ size_t coc__ring_write(coc__ring *r, const struct iovec *iov, int cnt, int *bell
         return 0;
     atomic_store_explicit(&c->head, head + done, memory_order_release);
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&c->asleep, memory_order_relaxed))
-        *bell = atomic_exchange(&c->asleep, 0) != 0; /* one ring per sleep */
+    if (atomic_load_explicit(&c->asleep, memory_order_relaxed)) {
+        uint32_t was = atomic_exchange(&c->asleep, 0); /* one ring per sleep */
+        if (was == ASLEEP_NAP) /* shared, not private: the reader is another process */
+            syscall(SYS_futex, &c->asleep, FUTEX_WAKE, 1, NULL, NULL, 0);
+        *bell = was == ASLEEP_BELL;
+    }
     return done;
 }
 
@@ -165,7 +175,7 @@ size_t coc__ring_read(coc__ring *r, void *dst, size_t max, int *bell)
 
 int coc__ring_sleep(coc__ring *r)
 {
-    atomic_store_explicit(&r->ctl->asleep, 1, memory_order_relaxed);
+    atomic_store_explicit(&r->ctl->asleep, ASLEEP_BELL, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);
     if (coc__ring_avail(r)) {
         atomic_store_explicit(&r->ctl->asleep, 0, memory_order_relaxed);
@@ -177,4 +187,22 @@ int coc__ring_sleep(coc__ring *r)
 void coc__ring_wake(coc__ring *r)
 {
     atomic_store_explicit(&r->ctl->asleep, 0, memory_order_relaxed);
+}
+
+int coc__ring_waits_room(const coc__ring *r)
+{
+    return atomic_load_explicit(&r->ctl->full, memory_order_relaxed) != 0;
+}
+
+int coc__ring_nap(coc__ring *r, int timeout_ms)
+{
+    struct coc__ring_ctl *c = r->ctl;
+    atomic_store_explicit(&c->asleep, ASLEEP_NAP, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!coc__ring_avail(r)) {
+        struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+        syscall(SYS_futex, &c->asleep, FUTEX_WAIT, ASLEEP_NAP, &ts, NULL, 0);
+    }
+    atomic_store_explicit(&c->asleep, 0, memory_order_relaxed);
+    return coc__ring_avail(r) != 0;
 }

@@ -8,7 +8,10 @@
  * Layout of one ring (page-aligned, `size` a power of two):
  *   page 0: head (producer's line), tail and asleep (consumer's lines), 64 bytes apart
  *   pages 1..: `size` data bytes
- * A segment holds two rings, one per direction (coc__shm_seg_len). Not wired into the
+ * A segment holds two rings, one per direction (coc__shm_seg_len). A reader with nothing
+ * else to watch may instead sleep on its asleep word as a futex (coc__ring_nap): the
+ * writer then wakes it there, one FUTEX_WAKE where the doorbell costs a socket write and
+ * the reader a poller's wake-up and a read. Not wired into the
  * engine's connections yet: see docs/engine.md "Same-host transport".
  */
 #ifndef COC_SHM_H
@@ -56,5 +59,11 @@ size_t coc__ring_avail(const coc__ring *r);
 int coc__ring_sleep(coc__ring *r);
 /* Consumer, after waking: clear the asleep flag. */
 void coc__ring_wake(coc__ring *r);
+/* Producer: whether a bell for room was asked for (coc__ring_want_room) and has not come. */
+int coc__ring_waits_room(const coc__ring *r);
+/* Consumer: sleep until the producer writes (it wakes the futex instead of ringing the
+ * doorbell) or timeout_ms pass; returns 1 when data is there. No doorbell is rung for
+ * what comes meanwhile: only a thread that is the ring's only reader may nap. */
+int coc__ring_nap(coc__ring *r, int timeout_ms);
 
 #endif

@@ -320,6 +320,48 @@ static void count_wait(coc_engine *e, int how)
     atomic_fetch_add_explicit(&e->waits[how], 1, memory_order_relaxed);
 }
 
+/* plock: the engine's only connection, when it is a shared-memory ring a blocked waiter
+ * may nap on (coc__ring_nap): open, reading (not paused), nothing of ours waiting for room
+ * on it (the peer's bell for room comes on the socket) or for the delay timer, and nothing else the poller would report but a listener:
+ * no other connection (in its handshake, open, or dead and not reaped), no paused
+ * connection to resume. Counts read without the lock are hints, as for the lone socket
+ * (progress.c): what the poller would report meanwhile waits at most a slice. */
+static coc__conn *lone_ring(coc_engine *e)
+{
+    coc__conn *c = COC__FIRST(&e->shm, coc__conn, shm_link);
+    if (!c || c->shm_link.next ||
+        __atomic_load_n(&e->stats.connections_open, __ATOMIC_RELAXED) != 1 ||
+        atomic_load_explicit(&e->nhandshaking, memory_order_relaxed) || e->ndead ||
+        atomic_load_explicit(&e->ncorked, memory_order_relaxed) ||
+        __atomic_load_n(&e->resumed.head, __ATOMIC_RELAXED))
+        return NULL;
+    if (!c->ring || c->state != COC__CS_OPEN || c->rstate == COC__RX_PAUSED || c->delay_ns ||
+        (__atomic_load_n(&c->events, __ATOMIC_RELAXED) & COC__POLL_OUT) ||
+        coc__ring_waits_room(&c->tx))
+        return NULL; /* room in a full ring is announced on the socket */
+    return c;
+}
+
+/* plock: a blocked waiter's step when the engine's only connection is a ring (lone_ring):
+ * nap on the ring for up to `ms` and read what came, one futex wait and one wake per frame
+ * where the doorbell costs the writer a socket write and us a poller's wake-up and a read.
+ * A nap that ended with nothing (a slice passed) is followed by a look at the poller and
+ * the housekeeping, as a slice of the poller's wait would end. A nap that brought data
+ * counts as a read made blocked (reads_blocked), as the lone socket's recv does. Returns
+ * 0 when the engine has more to watch than the ring (nothing done). */
+static int nap_on_lone_ring(coc_engine *e, int ms)
+{
+    coc__conn *c = lone_ring(e);
+    if (!c)
+        return 0;
+    if (coc__ring_nap(&c->rx, ms)) {
+        __atomic_fetch_add(&e->stats.reads_blocked, 1, __ATOMIC_RELAXED);
+        coc__progress_rings(e);
+    } else
+        coc__progress(e, 0);
+    return 1;
+}
+
 /* Wait for g->r blocked in the sockets' poller ourselves, if no other thread progresses
  * (1: done, 0: not possible now, COC_ETIMEDOUT). While we hold the token and count as a
  * spinner, the progress thread is not woken for socket events: every frame wakes us, and
@@ -348,11 +390,13 @@ static int block_in_poller(coc_engine *e, spin_goal *g, uint64_t deadline)
             rc = COC_ETIMEDOUT;
             break;
         }
+        uint64_t left_ms = (deadline - now + 999999u) / 1000000u;
+        if (nap_on_lone_ring(e, left_ms < COC__BLOCK_SLICE_MS ? (int)left_ms : COC__BLOCK_SLICE_MS))
+            continue;
         if (!coc__list_empty(&e->shm) && coc__conn_rings_idle(e, 1)) {
             coc__progress(e, 0); /* data came as we asked for doorbells */
             continue;
         }
-        uint64_t left_ms = (deadline - now + 999999u) / 1000000u;
         if (left_ms >= COC__BLOCK_SLICE_MS && coc__progress_lone(e) >= 0)
             continue; /* slept in the one connection's recv */
         coc__progress(e, left_ms < COC__BLOCK_SLICE_MS ? (int)left_ms : COC__BLOCK_SLICE_MS);

@@ -77,18 +77,23 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* A wait that started at `start` the way `way` ended after `waited` ns. Every
- * COC__WAY_SAMPLES such waits, the median of their durations moves the way's score half
- * way towards it: the median, since a wait that another program's time slice delayed (a
- * few ms) says nothing about how to wait and would outweigh a dozen spins in a mean; a way
- * last scored more than a slot ago (an earlier try) takes the new median as it is. The
- * faster way is then the one used outside the try slots (spinning until blocking has a
- * score: an engine starts spinning, as an MPI rank does, and first blocks in a try
- * slot), spinning only when it is faster by a margin (SPIN_GAIN_NUM). A try that did
+/* A wait that started at `start` the way `way` ended after `waited` ns, `spun`: while
+ * spinning. Every COC__WAY_SAMPLES such waits, the median of their durations moves the
+ * way's score half way towards it: the median, since a wait that another program's time
+ * slice delayed (a few ms) says nothing about how to wait and would outweigh a dozen spins
+ * in a mean; a way last scored more than a slot ago (an earlier try) takes the new median
+ * as it is. The faster way is then the one used outside the try slots (spinning until
+ * blocking has a score: an engine starts spinning, as an MPI rank does, and first blocks
+ * in a try slot), spinning only when it is faster by a margin (SPIN_GAIN_NUM) and its
+ * median wait ended while spinning: one that ended blocked, after a spin that did not
+ * shorten it, differs from blocking's only by the noise of the wake-ups (beside busy
+ * loops, a fifth and more: the margin alone let that noise keep waits spinning in vain).
+ * A sample keeps whether its wait ended spinning in its lowest bit. A try that did
  * not change the faster way makes tries rarer (doubling, up to TRY_MAX slots apart); a
  * change makes them frequent again (TRY_MIN).
  * Waits that ended at once, looks and timeouts are not scored. */
-static void score(coc_engine *e, coc__way_choice *w, int way, uint64_t start, uint64_t waited)
+static void score(coc_engine *e, coc__way_choice *w, int way, uint64_t start, uint64_t waited,
+                  int spun)
 {
     if (e->cfg.spin_ns <= 0 || (e->cfg.flags & COC_ENGINE_SPIN_ANY_LOAD))
         return;
@@ -96,6 +101,7 @@ static void score(coc_engine *e, coc__way_choice *w, int way, uint64_t start, ui
     if (i >= COC__WAY_SAMPLES)
         return; /* another thread is scoring this way */
     uint32_t ns_waited = waited < UINT32_MAX ? (uint32_t)waited : UINT32_MAX;
+    ns_waited = (ns_waited & ~1u) | (spun != 0); /* the lowest bit: ended while spinning */
     atomic_store_explicit(&w->way_sample[way][i], ns_waited, memory_order_relaxed);
     if (i != COC__WAY_SAMPLES - 1)
         return;
@@ -106,6 +112,8 @@ static void score(coc_engine *e, coc__way_choice *w, int way, uint64_t start, ui
     qsort(ns, COC__WAY_SAMPLES, sizeof ns[0], by_value);
     uint64_t median = ns[COC__WAY_SAMPLES / 2] ? ns[COC__WAY_SAMPLES / 2] : 1;
     pthread_mutex_lock(&e->spin_lock);
+    if (way == 0)
+        atomic_store_explicit(&w->spin_median_spun, (int)(median & 1), memory_order_relaxed);
     uint64_t slot = start / SLOT_NS;
     uint64_t old = atomic_load_explicit(&w->way_ns[way], memory_order_relaxed);
     int fresh = !old || slot > w->way_slot[way] + 1; /* the score of an earlier try is stale */
@@ -114,7 +122,8 @@ static void score(coc_engine *e, coc__way_choice *w, int way, uint64_t start, ui
     w->way_slot[way] = slot;
     uint64_t spin = atomic_load_explicit(&w->way_ns[0], memory_order_relaxed);
     uint64_t block = atomic_load_explicit(&w->way_ns[1], memory_order_relaxed);
-    int best = block && (!spin || spin * SPIN_GAIN_DEN >= block * SPIN_GAIN_NUM);
+    int spin_ended = atomic_load_explicit(&w->spin_median_spun, memory_order_relaxed);
+    int best = block && (!spin || !spin_ended || spin * SPIN_GAIN_DEN >= block * SPIN_GAIN_NUM);
     int was = atomic_load_explicit(&w->block_best, memory_order_relaxed);
     uint64_t every = atomic_load_explicit(&w->try_every, memory_order_relaxed);
     every = every ? every : TRY_MIN;
@@ -146,7 +155,7 @@ void coc__wait_ended(coc_engine *e, coc__way_choice *w, int way, uint64_t start,
                      int spun)
 {
     learn(e, waited, spun);
-    score(e, w, way, start, waited);
+    score(e, w, way, start, waited, spun);
 }
 
 /* The waits for a message of more than WAIT_LARGE bytes choose their way apart from the
