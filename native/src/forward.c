@@ -371,7 +371,8 @@ static void report_flows(coc_engine *e, const coc__conn *c, int moved)
  * judged us silent (we were stopped, or it was starved of CPU past the liveness timeout)
  * or we judged it so. So dial it once before reporting it: the verdict waits on that
  * connection (dialback), which carries the pairs that crossed the old one. A dial refused
- * at once reports it lost at once.
+ * at once reports it lost at once. A connection found that already said BYE (the endpoint
+ * dialed us again, then began to leave) is an orderly close: nothing is reported.
  */
 static void dial_back(coc_engine *e, coc__conn *c)
 {
@@ -382,6 +383,13 @@ static void dial_back(coc_engine *e, coc__conn *c)
             coc__log(e, "endpoint %u cannot be dialed back after its connection ended without "
                      "BYE (%s): reported lost", c->peer_id, coc_strerror(rc));
         report_lost(e, c->peer_id);
+        return;
+    }
+    if (back->bye) {
+        /* it dialed again and said BYE there: it is leaving, and a connection that ends
+         * after BYE reports nothing (not alive: no PATH sends its pairs to it again) */
+        coc__log(e, "endpoint %u said BYE on its new connection after its last one ended "
+                 "without BYE: an orderly close, not reported", c->peer_id);
         return;
     }
     for (size_t i = 0; i < c->nflows; i++)

@@ -100,9 +100,11 @@ def _unix(address):
     return sock
 
 
-def _raw_endpoint(gw_address, self_id, unix=False, incarnation=None):
+def _raw_endpoint(gw_address, self_id, unix=False, incarnation=None, then=b""):
     """Do the handshake by hand as endpoint ``self_id`` with its key for the gateway, as
-    the process ``incarnation`` (a fresh random one unless given)."""
+    the process ``incarnation`` (a fresh random one unless given); ``then``: frames sent
+    in the same write as the proof, so the gateway reads them in the round it opens the
+    connection."""
     sock = _unix(gw_address) if unix else _tcp(gw_address)
     nonce = os.urandom(32)
     mine = incarnation or int.from_bytes(os.urandom(4), "little") | 1
@@ -114,7 +116,7 @@ def _raw_endpoint(gw_address, self_id, unix=False, incarnation=None):
     proof = hmac.new(key, b"coc-auth-3" + bytes([1]) + nonce + their_nonce +
                      struct.pack("<IIII", self_id, their_id, mine, their_incarnation),
                      hashlib.sha256).digest()
-    sock.sendall(proof)
+    sock.sendall(proof + then)
     assert len(_read(sock, 32)) == 32
     return sock
 
@@ -129,6 +131,10 @@ def _read(sock, n):
 def _eager(source, dest, tag, payload):
     return struct.pack("<BBBBIIIiIQQQQQ", 0xC0, 1, 1, 0, 0, source, dest, tag, len(payload),
                        0, 0, len(payload), 0, 0) + payload
+
+
+def _bye(source, dest):
+    return struct.pack("<BBBBIIIiIQQQQQ", 0xC0, 1, 6, 0, 0, source, dest, 0, 0, 0, 0, 0, 0, 0)
 
 
 def test_a_frame_with_another_endpoints_source_is_dropped_at_the_gateway(open_engine, gateway):
@@ -265,3 +271,30 @@ def test_a_paused_connection_whose_peer_hung_up_waits_without_spinning(
         assert time.monotonic() < deadline, gw.stats()
         assert deaf.recv(1 << 20)
     deaf.close()
+
+
+def test_a_dial_back_that_finds_the_endpoints_bye_is_an_orderly_close(open_engine, gateway):
+    # Endpoint 7 sent to endpoint 1 through the gateway, then dials the gateway again as the
+    # same process (as one does that judged its gateway silent) and says BYE on the new
+    # connection at once: it is leaving. The gateway fails the old connection (replaced),
+    # which ended without BYE, and dials 7 back before reporting it; the dial finds the new
+    # connection, which already said BYE. That is an orderly close: 7 is not "alive" (no
+    # PATH frame tells 1 to send to it again), nor lost (no ERROR frame).
+    me = open_engine(1)
+    gw = gateway(GW, peers={1: me.address}, routes={1: [[1, 1]]})
+    incarnation = int.from_bytes(os.urandom(4), "little") | 1
+    old = _raw_endpoint(gw.address, 7, incarnation=incarnation)
+    old.sendall(_eager(7, 1, 5, b"before"))
+    out = bytearray(6)
+    assert me.irecv(out, 7, tag=5).wait(TIMEOUT).count == 6 and out == b"before"
+    new = _raw_endpoint(gw.address, 7, incarnation=incarnation, then=_bye(7, GW))
+    wait_for_log(gw, "said BYE on its new connection", "answers a new connection after")
+    assert "said BYE on its new connection" in gateway_log(gw), gateway_log(gw)
+    stats = gw.stats()
+    assert stats["peers_dialed_back"] == 0 and stats["peers_lost"] == 0, stats
+    new.close()
+    old.close()
+    time.sleep(0.5)                                  # a PATH or ERROR frame would be here by now
+    log = me.take_log()
+    assert not [line for line in log if "endpoint 7" in line], log
+    assert me.stats()["peers_lost"] == 0
