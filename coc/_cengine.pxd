@@ -160,6 +160,7 @@ cdef extern from "coc/coc.h" nogil:
         uint64_t peers_dialed_back
         uint64_t reads_unpolled
         uint64_t reads_blocked
+        uint64_t requests_completed
 
     int coc_engine_stats(coc_engine *e, coc_stats *st)
     int coc_engine_take_log(coc_engine *e, char *buf, size_t len)

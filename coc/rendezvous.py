@@ -209,8 +209,8 @@ def rendezvous(address: str, environ: Mapping[str, str] | None = None) -> Rendez
 def serve_control(engine: _native.Engine, describe: Describe) -> threading.Thread | None:
     """Answer coc-run over the rendezvous socket from a daemon thread, until it closes.
 
-    ``status`` gets ``progress`` (bytes the engine has sent and received: it moves while
-    the job does), ``pending`` (``describe(engine.pending())``: what this rank waits
+    ``status`` gets ``progress`` (the sends and receives the engine has completed: it moves
+    while the job's operations do, not with frames sent again), ``pending`` (``describe(engine.pending())``: what this rank waits
     for) and ``log`` (the engine's latest log lines); ``exited`` tells the engine a rank has ended (:meth:`Engine.peer_exited`).
     Does nothing without a rendezvous socket (a process not started by coc-run).
     """
@@ -258,7 +258,7 @@ def _status(engine: _native.Engine, describe: Describe, recent: collections.dequ
     try:
         stats = engine.stats()
         recent.extend(engine.take_log())
-        return {"progress": stats["bytes_sent"] + stats["bytes_received"],
+        return {"progress": stats["requests_completed"],
                 "pending": describe(engine.pending()), "log": list(recent)}
     except CocError:                   # the engine has closed (finalize): nothing pending
         return {"progress": 0, "pending": [], "finalized": True}

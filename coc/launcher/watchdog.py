@@ -1,15 +1,20 @@
 """coc-run's watchdog: a job that stops moving while operations wait is diagnosed, not endured.
 
 Every ``interval`` seconds :class:`Watchdog` asks every site agent for the status of its
-processes (``status`` control message): each rank answers with its *progress* (bytes its
-engine has sent and received), its *pending* operations (source or destination, tag,
-size, communicator) and its engine's latest log lines; each gateway daemon with its engine
-stats (bytes forwarded, bytes waiting in its forward queues). When the sum of all progress
-counters has not changed for ``seconds`` while some rank has an operation pending, coc-run
-prints one report on stderr — every rank with what it waits for and what its engine logged
+processes (``status`` control message): each rank answers with its *progress* (the
+operations its engine has completed), its *pending* operations (source or destination,
+tag, size, communicator) and its engine's latest log lines; each gateway daemon with its
+engine stats (bytes forwarded, bytes waiting in its forward queues). When the sum of all
+progress counters has not changed for ``seconds`` while some rank has an operation pending
+(or stopped answering while it had one), coc-run prints one report on stderr — every rank with what it waits for and what its engine logged
 last, every gateway with the bytes it holds, each line tagged ``[site/host/rank]`` — and
 the job goes on (or, with ``abort``, is stopped with status :data:`ABORT_STATUS`). A job
 that moves again and stalls again is reported again.
+
+Progress is completed operations, not bytes: frames sent again and again (a failover that
+never settles) move bytes through ranks and gateways without completing anything, and
+must not hide the stall. The price: one transfer that takes longer than ``seconds`` by
+itself is reported too (the job goes on unless ``abort``).
 """
 
 import asyncio
@@ -76,8 +81,8 @@ def format_report(plan, idle, ranks, gateways):
     a gateway endpoint to its engine stats (None: no answer). Peers of pending operations
     are endpoint ids: ranks below the job's size, gateway daemons above.
     """
-    lines = [f"coc-run: watchdog: no progress anywhere for {idle:.0f} s while operations "
-             "are pending:"]
+    lines = [f"coc-run: watchdog: no progress anywhere for {idle:.0f} s (no operation "
+             "completed) while operations are pending:"]
     for p in plan.placements:
         if p.rank in ranks:
             lines += _rank_lines(f"  [{p.site}/{p.host}/{p.rank}] rank {p.rank}:", ranks[p.rank])
@@ -107,6 +112,7 @@ class Watchdog:
         self.clock = clock
         self.interval = interval_for(seconds)
         self.ranks, self.gateways = {}, {}   # last answer of each process still running
+        self.answered = {}                   # each rank's last answer that was not None
         self.progress = None                 # the sum of progress counters last seen
         self.since = clock()                 # when it last changed
         self.reported = False
@@ -125,22 +131,29 @@ class Watchdog:
         """Take one agent's status answer (a site, or one host of a site)."""
         for rank, answer in message.get("ranks", {}).items():
             self.ranks[int(rank)] = answer
+            if answer is not None:
+                self.answered[int(rank)] = answer
         for gateway, stats in message.get("gateways", {}).items():
             self.gateways[int(gateway)] = stats
 
     def forget(self, source):
         """Drop a process that has exited (``("rank", 3)`` or ``("gateway", 16)``)."""
         (self.ranks if source[0] == "rank" else self.gateways).pop(source[1], None)
+        if source[0] == "rank":
+            self.answered.pop(source[1], None)
 
     def check(self):
         """Report (once per stall) when nothing moved for ``seconds`` with operations pending."""
         now = self.clock()
-        total = sum(a["progress"] for a in self.ranks.values() if a) + \
-            sum(s["bytes_forwarded"] for s in self.gateways.values() if s)
+        # a rank that stopped answering counts as what it last said (silence is no
+        # progress): one that went silent in a wait is stuck or stopped there, one that
+        # went silent computing computes
+        said = [a or self.answered.get(r) or {} for r, a in self.ranks.items()]
+        total = sum(a.get("progress", 0) for a in said)
         if total != self.progress:
             self.progress, self.since, self.reported = total, now, False
             return
-        waiting = any(a and a.get("pending") for a in self.ranks.values())
+        waiting = any(a.get("pending") for a in said)
         if not waiting:
             self.since = now                 # computing is not a hang
             return

@@ -64,6 +64,7 @@ void coc__complete(coc_engine *e, coc_request *r, int error)
     }
     r->st.error = error;
     r->phase = COC__FINISHED;
+    __atomic_fetch_add(&e->stats.requests_completed, 1, __ATOMIC_RELAXED);
     if (atomic_exchange(&r->state, COC__REQ_DONE) == COC__REQ_SLEEPER)
         futex_wake(&r->state);
     coc__notify(e);

@@ -259,6 +259,7 @@ struct coc__conn {
     uint8_t rx_wait;                   /* plock: the next read may block (then cleared) */
     uint64_t fwd_out_key;              /* plock + lock: the connection the remembered pair's
                                         * flows were last added to (forward.c); 0: none */
+    uint8_t flows_full;                /* lock: add_flow found no room (logged once) */
 };
 
 typedef struct coc__peer {

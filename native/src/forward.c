@@ -51,8 +51,14 @@ static void add_flow(coc__conn *c, uint32_t notify, uint32_t lost)
     if (c->nflows == c->flows_cap) {
         size_t cap = c->flows_cap ? c->flows_cap * 2 : 16;
         coc__flow *f = cap <= FLOWS_MAX ? realloc(c->flows, cap * sizeof *f) : NULL;
-        if (!f)
+        if (!f) {
+            if (!c->flows_full) /* a failure of this connection cannot tell these pairs */
+                coc__log(c->e, "connection to endpoint %u: more than %zu endpoint pairs crossed "
+                         "it; pairs beyond them (first: %u to %u) are not told if it dies",
+                         c->peer_id, c->nflows, lost, notify);
+            c->flows_full = 1;
             return;
+        }
         c->flows = f;
         c->flows_cap = cap;
     }

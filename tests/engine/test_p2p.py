@@ -184,6 +184,24 @@ def test_truncation_names_source_tag_and_sizes(open_engine, spawn, size):
     child.result()
 
 
+def test_completed_operations_are_counted_also_with_an_error(open_engine, spawn):
+    """``requests_completed`` is the watchdog's progress (coc/rendezvous.py): it moves with
+    every receive that ends, a truncated one included."""
+    me = open_engine(1, eager_limit=EAGER)
+    child = spawn(2, "send_tagged", dest=1, items=[(7, b"x" * 10), (8, b"y" * 1000)],
+                  engine_kwargs={"eager_limit": EAGER})
+    me.add_peer(2, child.address)
+    me.set_route(2, [2])
+    before = me.stats()["requests_completed"]
+    whole, short = me.irecv(bytearray(100), 2, 7), me.irecv(bytearray(10), 2, 8)
+    child.connect({1: me.address}, {1: [1]})
+    assert whole.wait(TIMEOUT).count == 10
+    with pytest.raises(errors.TruncationError):
+        short.wait(TIMEOUT)
+    assert me.stats()["requests_completed"] - before == 2
+    child.result()
+
+
 def test_probe_reports_size_before_receive(open_engine, spawn):
     me = open_engine(1, eager_limit=EAGER)
     assert me.iprobe() is None

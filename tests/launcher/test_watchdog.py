@@ -73,6 +73,34 @@ def test_no_report_while_ranks_compute_and_abort_stops_the_job():
     assert dog.job.failed[0] == ABORT_STATUS
 
 
+def test_bytes_that_move_without_completing_anything_do_not_hide_a_stall():
+    """Frames sent again and again (a failover that never settles) move the gateways' and
+    ranks' byte counters; progress is completed operations, so the stall is reported."""
+    dog, clock = _watchdog()
+    gateway = dog.job.plan.gateways[0]
+    for step in range(12):
+        clock[0] = float(step)
+        stats = {"bytes_forwarded": 1000 * step, "forward_bytes_buffered": 0,
+                 "connections_open": 2}
+        dog.update({"ranks": {"0": _answer(3, 1), "1": _answer(4, 0)},
+                    "gateways": {str(gateway.endpoint): stats}})
+        dog.check()
+    assert "no progress anywhere for 10 s (no operation completed)" in dog.stream.getvalue()
+
+
+def test_a_rank_that_stops_answering_in_a_wait_is_reported():
+    """A rank that last said it waits and then no longer answers (stopped, or stuck with
+    the GIL) is a stall, reported with what it waited for; one silent since it computed is
+    not (test_no_report_while_ranks_compute_and_abort_stops_the_job)."""
+    dog, clock = _watchdog()
+    dog.update({"ranks": {"0": _answer(5), "1": _answer(5, 0)}})
+    dog.check()
+    dog.update({"ranks": {"0": _answer(5), "1": None}})
+    for clock[0] in (5.0, 10.5):
+        dog.check()
+    assert "[b/b1/1] rank 1: no answer" in dog.stream.getvalue()
+
+
 def _waits(coc_run, watchdog, mode, *options, args=()):
     """Run waits.py in ``mode`` on one rank per site under a watchdog of ``watchdog`` s."""
     return coc_run("--site", "a=1", "--site", "b=1", "--watchdog", watchdog, "--timeout", "60",

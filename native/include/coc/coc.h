@@ -420,6 +420,11 @@ typedef struct coc_stats {
     /* -- added in session 10: the blocked waiter's reads (native/src/wait.c; append only) -- */
     uint64_t reads_blocked;         /* reads in which a blocked waiter slept itself, on the
                                        engine's only connection: no epoll_wait before them */
+
+    /* -- added in session 11: the watchdog's progress (coc/rendezvous.py; append only) -- */
+    uint64_t requests_completed;    /* sends and receives completed (also with an error):
+                                       what moves only when the application's operations
+                                       do, not when frames are sent again */
 } coc_stats;
 
 int coc_engine_stats(coc_engine *e, coc_stats *st);
