@@ -248,7 +248,7 @@ static void conn_free(coc_engine *e, coc__conn *c)
     __atomic_store_n(&e->conns[slot], NULL, __ATOMIC_RELEASE);
     close(c->fd);
     free(c->rbuf);
-    free(c->flows);
+    coc__flows_free(&c->flows);
     free(c);
 }
 

@@ -26,6 +26,7 @@
 #include <sys/types.h>
 
 #include "coc/coc.h"
+#include "flows.h"
 #include "list.h"
 #include "record.h"
 #include "route.h"
@@ -183,7 +184,6 @@ struct coc__item {
 enum coc__conn_state { COC__CS_CONNECTING = 1, COC__CS_HANDSHAKE, COC__CS_OPEN, COC__CS_DEAD };
 enum coc__rx_state { COC__RX_HELLO = 1, COC__RX_PROOF, COC__RX_HDR, COC__RX_PAYLOAD, COC__RX_PAUSED };
 
-typedef struct coc__flow { uint32_t notify, lost; } coc__flow;
 
 struct coc__conn {
     coc_engine *e;
@@ -212,8 +212,7 @@ struct coc__conn {
     coc__list waiters;                 /* incoming connections paused on this one's window */
     coc__link waiter_link;             /* on paused_on->waiters */
     coc__conn *paused_on;
-    coc__flow *flows;                  /* gateway: who to tell if this connection dies */
-    size_t nflows, flows_cap;
+    coc__flows flows;                  /* gateway: who to tell if this connection dies */
     /* receive side, under e->plock */
     uint8_t *rbuf;
     size_t rpos, rlen;
@@ -259,7 +258,7 @@ struct coc__conn {
     uint8_t rx_wait;                   /* plock: the next read may block (then cleared) */
     uint64_t fwd_out_key;              /* plock + lock: the connection the remembered pair's
                                         * flows were last added to (forward.c); 0: none */
-    uint8_t flows_full;                /* lock: add_flow found no room (logged once) */
+    uint8_t flows_full;                /* lock: flows had no room for a pair (logged once) */
 };
 
 typedef struct coc__peer {

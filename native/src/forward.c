@@ -39,30 +39,16 @@
 
 #include "engine.h"
 
-#define FLOWS_MAX 4096
-
+/* Record that the pair (notify, lost) crossed c (flows.h); a set that is full says so
+ * once in the log, since a death of c cannot tell the pairs past it. */
 static void add_flow(coc__conn *c, uint32_t notify, uint32_t lost)
 {
-    if (c->nflows && c->flows[c->nflows - 1].notify == notify && c->flows[c->nflows - 1].lost == lost)
+    if (coc__flows_add(&c->flows, notify, lost) >= 0 || c->flows_full)
         return;
-    for (size_t i = 0; i < c->nflows; i++)
-        if (c->flows[i].notify == notify && c->flows[i].lost == lost)
-            return;
-    if (c->nflows == c->flows_cap) {
-        size_t cap = c->flows_cap ? c->flows_cap * 2 : 16;
-        coc__flow *f = cap <= FLOWS_MAX ? realloc(c->flows, cap * sizeof *f) : NULL;
-        if (!f) {
-            if (!c->flows_full) /* a failure of this connection cannot tell these pairs */
-                coc__log(c->e, "connection to endpoint %u: more than %zu endpoint pairs crossed "
-                         "it; pairs beyond them (first: %u to %u) are not told if it dies",
-                         c->peer_id, c->nflows, lost, notify);
-            c->flows_full = 1;
-            return;
-        }
-        c->flows = f;
-        c->flows_cap = cap;
-    }
-    c->flows[c->nflows++] = (coc__flow){notify, lost};
+    c->flows_full = 1;
+    coc__log(c->e, "connection to endpoint %u: no room for more than %zu endpoint pairs; "
+             "pairs beyond them (first: %u to %u) are not told if it dies", c->peer_id,
+             c->flows.n, lost, notify);
 }
 
 /*
@@ -361,11 +347,13 @@ static void report_lost(coc_engine *e, uint32_t id)
  * unless `moved`, that the other one is lost (ERROR). */
 static void report_flows(coc_engine *e, const coc__conn *c, int moved)
 {
-    for (size_t i = 0; i < c->nflows; i++) {
-        uint32_t lost = c->flows[i].lost;
-        int path = moved || coc__rel_rerouted(e, lost, c->peer_id);
-        coc__hdr eh = {.type = path ? COC__PATH : COC__ERROR, .source = lost,
-                       .dest = c->flows[i].notify, .tag = path ? 0 : COC_EPEERLOST};
+    for (size_t i = 0; i < c->flows.cap; i++) {
+        const coc__flow *f = &c->flows.slot[i];
+        if (!coc__flow_used(f))
+            continue;
+        int path = moved || coc__rel_rerouted(e, f->lost, c->peer_id);
+        coc__hdr eh = {.type = path ? COC__PATH : COC__ERROR, .source = f->lost,
+                       .dest = f->notify, .tag = path ? 0 : COC_EPEERLOST};
         if (eh.source != eh.dest && eh.dest != e->self)
             coc__send_ctrl(e, &eh, 0);
     }
@@ -398,8 +386,9 @@ static void dial_back(coc_engine *e, coc__conn *c)
                  "without BYE: an orderly close, not reported", c->peer_id);
         return;
     }
-    for (size_t i = 0; i < c->nflows; i++)
-        add_flow(back, c->flows[i].notify, c->flows[i].lost);
+    for (size_t i = 0; i < c->flows.cap; i++)
+        if (coc__flow_used(&c->flows.slot[i]))
+            add_flow(back, c->flows.slot[i].notify, c->flows.slot[i].lost);
     back->dialback = 1;
     if (back->authed)
         coc__forward_opened(back); /* it has an open connection to us already */
@@ -414,7 +403,7 @@ void coc__forward_opened(coc__conn *c)
     e->stats.peers_dialed_back++;
     coc__log(e, "endpoint %u answers a new connection after its last one ended without BYE: "
              "alive, not reported lost; %zu pair%s that crossed the old one told to send again",
-             c->peer_id, c->nflows, c->nflows == 1 ? "" : "s");
+             c->peer_id, c->flows.n, c->flows.n == 1 ? "" : "s");
     report_flows(e, c, 1);
 }
 
